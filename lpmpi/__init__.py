@@ -1,0 +1,80 @@
+"""lpmpi: fast large-message collectives for mpi4py programs by linear pipelining.
+
+>>> import numpy as np, lpmpi
+>>> y = lpmpi.allreduce(np.ones(1 << 20, np.float32))   # doctest: +SKIP
+
+Run under ``mpiexec -n P python script.py``.  See API.md for the contract.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import warnings
+
+from mpi4py import MPI  # initializes MPI and loads libmpi before the extension
+
+from lpmpi._errors import LPError, MismatchError
+from lpmpi import _core
+from lpmpi._core import allreduce, reduce, bcast, algorithms, select
+
+__version__ = "0.1.0"
+__all__ = [
+    "allreduce", "reduce", "bcast", "algorithms", "select", "IN_PLACE", "Op",
+    "SUM", "PROD", "MAX", "MIN", "AVG", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
+    "LPError", "MismatchError",
+]
+
+IN_PLACE = MPI.IN_PLACE
+
+
+class Op(enum.IntEnum):
+    """Reduction operations (values are the engine's op codes)."""
+
+    SUM = 0
+    PROD = 1
+    MAX = 2
+    MIN = 3
+    AVG = 4
+    LAND = 5
+    LOR = 6
+    LXOR = 7
+    BAND = 8
+    BOR = 9
+    BXOR = 10
+
+
+SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
+LAND, LOR, LXOR, BAND, BOR, BXOR = Op.LAND, Op.LOR, Op.LXOR, Op.BAND, Op.BOR, Op.BXOR
+
+
+def _env_int(name: str, default: int = 0) -> int:
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        n = int(value, 0)
+        if n <= 0:
+            raise ValueError
+        return n
+    except ValueError:
+        warnings.warn(f"lpmpi: ignoring {name}={value!r} (not a positive integer)", stacklevel=3)
+        return default
+
+
+def _apply_environment() -> None:
+    """Read LPMPI_* knobs once, at import (like NCCL reads NCCL_* at init)."""
+    check = os.environ.get("LPMPI_CHECK", "0") not in ("", "0", "false", "no", "off")
+    _core._configure(_env_int("LPMPI_MAX_MSG_BYTES"), _env_int("LPMPI_WINDOW"), check)
+    alg = os.environ.get("LPMPI_ALGORITHM", "").strip() or None
+    chunk = _env_int("LPMPI_CHUNK_BYTES") or None
+    if alg == "auto":
+        alg = None
+    if alg is not None and not any(alg in algorithms(c) for c in ("allreduce", "reduce", "bcast")):
+        warnings.warn(f"lpmpi: ignoring LPMPI_ALGORITHM={alg!r} (unknown algorithm)", stacklevel=3)
+        alg = None
+    for coll in ("allreduce", "reduce", "bcast"):
+        # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
+        _core.set_override(coll, alg if alg in algorithms(coll) else None, chunk)
+
+
+_apply_environment()

@@ -1,0 +1,54 @@
+# Declarations of the C engine (src/lpmpi.h) for Cython.
+from libc.stdint cimport int64_t
+from mpi4py.libmpi cimport MPI_Comm
+
+cdef extern from "lpmpi.h" nogil:
+    enum:
+        LP_OK
+        LP_ERR_MPI
+        LP_ERR_NOMEM
+        LP_ERR_ARG
+        LP_ERR_MISMATCH
+        LP_ERR_CUDA
+        LP_ERR_UNSUPPORTED
+        LP_NDTYPES
+        LP_NOPS
+        LP_ALG_AUTO
+        LP_SRC_OVERRIDE
+        LP_SRC_TABLE
+        LP_SRC_MODEL
+
+    ctypedef int lp_dtype_t
+    ctypedef int lp_op_t
+    ctypedef int lp_coll_t
+    ctypedef int lp_mem_t
+
+    size_t lp_dtype_size(lp_dtype_t dt)
+    const char *lp_dtype_name(lp_dtype_t dt)
+    const char *lp_op_name(lp_op_t op)
+    int lp_op_valid(lp_dtype_t dt, lp_op_t op)
+
+    int lp_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
+                     lp_op_t op, int alg, size_t chunk_bytes, lp_mem_t mem)
+    int lp_reduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
+                  lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem)
+    int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, int alg,
+                 size_t chunk_bytes, lp_mem_t mem)
+    const char *lp_errmsg()
+
+    void lp_configure(size_t max_msg_bytes, int window, int check)
+    int lp_algo_count()
+    const char *lp_algo_name(int alg)
+    int lp_algo_coll(int alg)
+    int lp_algo_chunked(int alg)
+    int lp_algo_find(lp_coll_t coll, const char *name)
+    void lp_model_set(double alpha, double beta, double gamma)
+    void lp_model_get(double *alpha, double *beta, double *gamma)
+    double lp_algo_predict(int alg, int P, double nbytes, double chunk_bytes)
+    size_t lp_best_chunk(int alg, int P, size_t nbytes)
+    void lp_table_clear()
+    int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk)
+    void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
+    void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int *alg, size_t *chunk,
+                   int *source)
+    int lp_check_local_error(MPI_Comm comm)

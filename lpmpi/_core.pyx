@@ -1,0 +1,494 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Cython bindings of the lpmpi C engine.
+
+Every argument is checked and normalised here with the GIL held, before any communication;
+the engine then runs with the GIL released, and its status becomes an exception.
+"""
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_FORMAT,
+                             PyBUF_C_CONTIGUOUS)
+from libc.string cimport memset
+cimport numpy as cnp
+from mpi4py cimport MPI
+from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_Comm_test_inter, MPI_Comm_size, MPI_Comm_rank,
+                            MPI_Op, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR,
+                            MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR)
+from lpmpi._clpmpi cimport *
+
+import numpy as np
+from mpi4py import MPI as PyMPI
+from lpmpi._errors import LPError, MismatchError
+
+cnp.import_array()
+
+# element types, in the order of lp_dtype_t
+DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+               "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+# ops, in the order of lp_op_t
+OP_NAMES = ("sum", "prod", "max", "min", "avg", "land", "lor", "lxor", "band", "bor", "bxor")
+COLLECTIVES = ("allreduce", "reduce", "bcast")
+MEMORY_KINDS = ("host", "cuda")
+cdef enum:
+    C_ALLREDUCE = 0
+    C_REDUCE = 1
+    C_BCAST = 2
+    BF16 = 10
+
+# (kind, itemsize) -> lp_dtype_t, for numpy dtypes
+cdef dict _KIND = {
+    (b"b", 1): 0, (b"i", 1): 1, (b"i", 2): 2, (b"i", 4): 3, (b"i", 8): 4,
+    (b"u", 1): 5, (b"u", 2): 6, (b"u", 4): 7, (b"u", 8): 8,
+    (b"f", 2): 9, (b"f", 4): 11, (b"f", 8): 12, (b"c", 8): 13, (b"c", 16): 14,
+}
+# buffer-protocol format character -> (kind, signed)
+cdef dict _FORMAT = {
+    "?": b"b", "b": b"i", "h": b"i", "i": b"i", "l": b"i", "q": b"i", "n": b"i",
+    "B": b"u", "H": b"u", "I": b"u", "L": b"u", "Q": b"u", "N": b"u",
+    "e": b"f", "f": b"f", "d": b"f", "Zf": b"c", "Zd": b"c",
+}
+
+# ---------------------------------------------------------------- configuration
+cdef bint _check_enabled = False
+
+def _configure(size_t max_msg_bytes, int window, bint check):
+    """Apply environment knobs (called by lpmpi at import)."""
+    global _check_enabled
+    _check_enabled = check
+    lp_configure(max_msg_bytes, window, check)
+
+# ---------------------------------------------------------------- registry
+cdef dict _ALG = {}          # (collective index, name) -> registry index
+cdef tuple _ALGS_BY_COLL
+
+def _build_registry():
+    global _ALGS_BY_COLL
+    per = [[], [], []]
+    for i in range(lp_algo_count()):
+        name = lp_algo_name(i).decode()
+        c = lp_algo_coll(i)
+        _ALG[(c, name)] = i
+        per[c].append(name)
+    _ALGS_BY_COLL = tuple(tuple(p) for p in per)
+
+_build_registry()
+
+cdef int _coll_index(collective) except -1:
+    try:
+        return COLLECTIVES.index(collective)
+    except ValueError:
+        raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}") from None
+
+def algorithms(collective):
+    """Names of the algorithms valid for ``collective`` ("auto" excluded).
+
+    >>> import lpmpi
+    >>> "lp" in lpmpi.algorithms("allreduce")
+    True
+    """
+    return _ALGS_BY_COLL[_coll_index(collective)]
+
+def _algorithm_info(collective):
+    """[(name, registry index, chunked)] for a collective (used by the tuner and tables)."""
+    c = _coll_index(collective)
+    return [(n, _ALG[(c, n)], bool(lp_algo_chunked(_ALG[(c, n)]))) for n in _ALGS_BY_COLL[c]]
+
+cdef int _alg_index(int coll, algorithm) except -2:
+    if algorithm == "auto":
+        return LP_ALG_AUTO
+    idx = _ALG.get((coll, algorithm)) if isinstance(algorithm, str) else None
+    if idx is None:
+        raise ValueError(f"algorithm must be 'auto' or one of {_ALGS_BY_COLL[coll]} "
+                         f"for {COLLECTIVES[coll]}, got {algorithm!r}")
+    return idx
+
+cdef size_t _chunk(chunk_bytes) except? 0:
+    if chunk_bytes is None:
+        return 0
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int):
+        raise TypeError(f"chunk_bytes must be a positive int or None, got {type(chunk_bytes).__name__}")
+    if chunk_bytes <= 0:
+        raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes}")
+    return chunk_bytes
+
+# ---------------------------------------------------------------- communicators
+cdef int _comm(comm, MPI_Comm *out, int *size) except -1:
+    cdef int inter = 0
+    if comm is None:
+        comm = PyMPI.COMM_WORLD
+    elif not isinstance(comm, PyMPI.Comm):
+        raise TypeError(f"comm must be an mpi4py communicator (MPI.Comm) or None, got {type(comm).__name__}")
+    cdef MPI_Comm h = (<MPI.Comm>comm).ob_mpi
+    if h == MPI_COMM_NULL:
+        raise ValueError("comm is MPI.COMM_NULL")
+    MPI_Comm_test_inter(h, &inter)
+    if inter:
+        raise ValueError("comm is an intercommunicator; lpmpi needs an intracommunicator")
+    MPI_Comm_size(h, size)
+    out[0] = h
+    return 0
+
+# ---------------------------------------------------------------- ops
+cdef dict _OPS = {}
+for _i, _n in enumerate(OP_NAMES):
+    _OPS[_n] = _i
+    _OPS[_n.upper()] = _i
+
+cdef int _op(op) except -1:
+    cdef MPI_Op h
+    if isinstance(op, int) and not isinstance(op, bool) and 0 <= op < LP_NOPS:   # lpmpi.Op
+        return op
+    if isinstance(op, str):
+        i = _OPS.get(op)
+        if i is not None:
+            return i
+    elif isinstance(op, PyMPI.Op):
+        h = (<MPI.Op>op).ob_mpi
+        if h == MPI_SUM: return 0
+        if h == MPI_PROD: return 1
+        if h == MPI_MAX: return 2
+        if h == MPI_MIN: return 3
+        if h == MPI_LAND: return 5
+        if h == MPI_LOR: return 6
+        if h == MPI_LXOR: return 7
+        if h == MPI_BAND: return 8
+        if h == MPI_BOR: return 9
+        if h == MPI_BXOR: return 10
+    raise ValueError(f"op must be an lpmpi op, one of MPI.SUM .. MPI.BXOR, or one of {OP_NAMES}, got {op!r}")
+
+# ---------------------------------------------------------------- buffers
+cdef struct Buf:
+    char *ptr
+    size_t count
+    int dtype
+    int mem
+    bint readonly
+    bint has_view
+    Py_buffer view
+
+cdef int _numpy_dtype(cnp.ndarray a) except -1:
+    cdef cnp.dtype d = <cnp.dtype>cnp.PyArray_DESCR(a)
+    if not cnp.PyArray_ISNOTSWAPPED(a):
+        raise TypeError("byte-swapped (non-native byte order) arrays are not supported")
+    t = _KIND.get((bytes([d.kind]), d.itemsize)) if d.kind in b"biufc" else None
+    if t is None:
+        if d.itemsize == 2 and d.name == "bfloat16":
+            return BF16
+        return -1
+    return t
+
+cdef int _format_dtype(Py_buffer *v) except -1:
+    fmt = (v.format or b"B").decode("ascii", "replace")
+    if fmt[:1] in ("@", "=", "<"):
+        fmt = fmt[1:]
+    elif fmt[:1] in (">", "!"):
+        return -1
+    kind = _FORMAT.get(fmt)
+    if kind is None:
+        return -1
+    return _KIND.get((kind, v.itemsize), -1)
+
+cdef int _get_buf(obj, str name, Buf *b) except -1:
+    """Fill b from a numpy array, a buffer-protocol object, or (later) a device array."""
+    cdef cnp.ndarray a
+    memset(b, 0, sizeof(Buf))
+    if cnp.PyArray_Check(obj):
+        a = <cnp.ndarray>obj
+        if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+            raise ValueError(f"{name} must be C-contiguous")
+        b.dtype = _numpy_dtype(a)
+        if b.dtype < 0:
+            raise TypeError(f"{name} has unsupported dtype {a.dtype}")
+        b.ptr = <char *>cnp.PyArray_DATA(a)
+        b.count = <size_t>cnp.PyArray_SIZE(a)
+        b.readonly = not cnp.PyArray_ISWRITEABLE(a)
+        return 0
+    if hasattr(obj, "__cuda_array_interface__"):
+        raise TypeError(f"{name} is a device array, but this lpmpi build has no CUDA support")
+    try:
+        PyObject_GetBuffer(obj, &b.view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)
+    except BufferError:
+        try:
+            memoryview(obj)
+        except TypeError:
+            raise TypeError(f"{name} must be a numpy array, a buffer-protocol object or a "
+                            f"device array, got {type(obj).__name__}") from None
+        raise ValueError(f"{name} must be C-contiguous") from None
+    except TypeError:
+        raise TypeError(f"{name} must be a numpy array, a buffer-protocol object or a device "
+                        f"array, got {type(obj).__name__}") from None
+    b.has_view = True
+    b.dtype = _format_dtype(&b.view)
+    if b.dtype < 0:
+        fmt = b.view.format
+        PyBuffer_Release(&b.view)
+        b.has_view = False
+        raise TypeError(f"{name} has unsupported element format {fmt!r}")
+    b.ptr = <char *>b.view.buf
+    b.count = <size_t>(b.view.len // b.view.itemsize) if b.view.itemsize else 0
+    b.readonly = b.view.readonly
+    return 0
+
+cdef inline void _release(Buf *b):
+    if b.has_view:
+        PyBuffer_Release(&b.view)
+        b.has_view = False
+
+cdef object _alloc_like(obj, int dtype):
+    """recvbuf=None: a numpy array with the input's shape and dtype."""
+    if cnp.PyArray_Check(obj):
+        return np.empty(obj.shape, obj.dtype)
+    return np.empty(memoryview(obj).shape, DTYPE_NAMES[dtype])
+
+cdef int _check_pair(Buf *s, Buf *r, str sname, str rname) except -1:
+    if s.dtype != r.dtype:
+        raise TypeError(f"{sname} and {rname} have different dtypes "
+                        f"({DTYPE_NAMES[s.dtype]} and {DTYPE_NAMES[r.dtype]})")
+    if s.count != r.count:
+        raise ValueError(f"{sname} and {rname} have different element counts ({s.count} and {r.count})")
+    if s.mem != r.mem:
+        raise TypeError(f"{sname} and {rname} must both be host or both be device arrays")
+    return 0
+
+cdef int _check_op(int op, int dtype) except -1:
+    if not lp_op_valid(dtype, op):
+        raise TypeError(f"op {OP_NAMES[op]!r} is not defined on dtype {DTYPE_NAMES[dtype]}")
+    return 0
+
+cdef int _check_root(root, int size) except -1:
+    if isinstance(root, bool) or not isinstance(root, int):
+        raise TypeError(f"root must be an int, got {type(root).__name__}")
+    if not 0 <= root < size:
+        raise ValueError(f"root {root} is out of range for a communicator of size {size}")
+    return 0
+
+cdef int _raise_status(int rc) except -1:
+    msg = lp_errmsg().decode("utf-8", "replace")
+    if rc == LP_ERR_MISMATCH:
+        raise MismatchError(msg)
+    if rc == LP_ERR_ARG:
+        raise ValueError(msg)
+    raise LPError(msg)
+
+cdef int _local_error(MPI_Comm h) except -1:
+    """LPMPI_CHECK: tell the other ranks this rank's arguments were bad, so nobody hangs."""
+    if _check_enabled:
+        with nogil:
+            lp_check_local_error(h)
+    return 0
+
+# ---------------------------------------------------------------- collectives
+def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Reduce ``sendbuf`` over all ranks of ``comm`` and leave the result on every rank.
+
+    Returns ``recvbuf`` (a new numpy array when None).  In place: ``sendbuf`` is
+    ``lpmpi.IN_PLACE`` (then ``recvbuf`` holds the input) or ``recvbuf is sendbuf``.
+
+    >>> import numpy as np, lpmpi
+    >>> y = lpmpi.allreduce(np.ones(4, np.float32))   # doctest: +SKIP
+    """
+    cdef Buf s, r
+    cdef MPI_Comm h
+    cdef int size = 0, o = 0, alg = 0, rc
+    cdef size_t chunk = 0
+    cdef bint inplace
+    s.has_view = False
+    r.has_view = False
+    _comm(comm, &h, &size)
+    try:
+        o = _op(op)
+        alg = _alg_index(C_ALLREDUCE, algorithm)
+        chunk = _chunk(chunk_bytes)
+        inplace = sendbuf is PyMPI.IN_PLACE
+        if inplace:
+            if recvbuf is None:
+                raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
+            sendbuf = recvbuf
+        elif recvbuf is sendbuf:
+            inplace = True
+        _get_buf(sendbuf, "sendbuf", &s)
+        _check_op(o, s.dtype)
+        if recvbuf is None:
+            recvbuf = _alloc_like(sendbuf, s.dtype)
+        if inplace:
+            r = s
+            r.has_view = False
+        else:
+            _get_buf(recvbuf, "recvbuf", &r)
+            _check_pair(&s, &r, "sendbuf", "recvbuf")
+        if r.readonly:
+            raise ValueError("recvbuf is read-only")
+    except BaseException:
+        _release(&s)
+        _release(&r)
+        _local_error(h)
+        raise
+    try:
+        with nogil:
+            rc = lp_allreduce(h, s.ptr, r.ptr, s.count, s.dtype, o, alg, chunk, s.mem)
+    finally:
+        _release(&s)
+        _release(&r)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return recvbuf
+
+
+def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
+           chunk_bytes=None):
+    """Reduce ``sendbuf`` over all ranks of ``comm`` into ``recvbuf`` on ``root``.
+
+    Returns ``recvbuf`` on the root (a new numpy array when None) and None elsewhere; a
+    ``recvbuf`` passed on another rank is checked but never written.  In place on the root:
+    ``sendbuf`` is ``lpmpi.IN_PLACE`` or ``recvbuf is sendbuf``.
+
+    >>> import numpy as np, lpmpi
+    >>> y = lpmpi.reduce(np.ones(4), root=0)   # doctest: +SKIP
+    """
+    cdef Buf s, r
+    cdef MPI_Comm h
+    cdef int size = 0, o = 0, alg = 0, rc, rank
+    cdef size_t chunk = 0
+    cdef bint inplace, is_root
+    s.has_view = False
+    r.has_view = False
+    _comm(comm, &h, &size)
+    try:
+        o = _op(op)
+        _check_root(root, size)
+        alg = _alg_index(C_REDUCE, algorithm)
+        chunk = _chunk(chunk_bytes)
+        MPI_Comm_rank(h, &rank)
+        is_root = rank == root
+        inplace = sendbuf is PyMPI.IN_PLACE
+        if inplace:
+            if recvbuf is None:
+                raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
+            sendbuf = recvbuf
+        elif recvbuf is sendbuf:
+            inplace = True
+        _get_buf(sendbuf, "sendbuf", &s)
+        _check_op(o, s.dtype)
+        if inplace:
+            r = s
+            r.has_view = False
+            if r.readonly:
+                raise ValueError("recvbuf is read-only")
+        elif recvbuf is not None:
+            _get_buf(recvbuf, "recvbuf", &r)
+            _check_pair(&s, &r, "sendbuf", "recvbuf")
+            if r.readonly:
+                raise ValueError("recvbuf is read-only")
+        elif is_root:
+            recvbuf = _alloc_like(sendbuf, s.dtype)
+            _get_buf(recvbuf, "recvbuf", &r)
+    except BaseException:
+        _release(&s)
+        _release(&r)
+        _local_error(h)
+        raise
+    cdef char *rp = r.ptr if is_root else NULL
+    cdef int rank_root = root
+    try:
+        with nogil:
+            rc = lp_reduce(h, s.ptr, rp, s.count, s.dtype, o, rank_root, alg, chunk, s.mem)
+    finally:
+        _release(&s)
+        _release(&r)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return recvbuf if is_root else None
+
+
+def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Broadcast ``buf`` from ``root`` to every rank of ``comm``, in place; returns ``buf``.
+
+    >>> import numpy as np, lpmpi
+    >>> x = lpmpi.bcast(np.arange(4.0), root=0)   # doctest: +SKIP
+    """
+    cdef Buf b
+    cdef MPI_Comm h
+    cdef int size = 0, alg = 0, rc
+    cdef size_t chunk = 0
+    b.has_view = False
+    _comm(comm, &h, &size)
+    try:
+        _check_root(root, size)
+        alg = _alg_index(C_BCAST, algorithm)
+        chunk = _chunk(chunk_bytes)
+        if buf is PyMPI.IN_PLACE or buf is None:
+            raise TypeError("buf must be an array, not IN_PLACE or None")
+        _get_buf(buf, "buf", &b)
+        if b.readonly:
+            raise ValueError("buf is read-only (it is written on every rank but the root)")
+    except BaseException:
+        _release(&b)
+        _local_error(h)
+        raise
+    cdef int rank_root = root
+    try:
+        with nogil:
+            rc = lp_bcast(h, b.ptr, b.count, b.dtype, rank_root, alg, chunk, b.mem)
+    finally:
+        _release(&b)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return buf
+
+# ---------------------------------------------------------------- selection, model, tables
+def select(collective, nbytes, comm=None, memory="host"):
+    """``(algorithm, chunk_bytes)`` that algorithm="auto" would use (chunk None if unchunked)."""
+    info = explain_choice(collective, nbytes, comm, memory)
+    return info[0], info[1]
+
+def explain_choice(collective, nbytes, comm=None, memory="host"):
+    """``(algorithm, chunk_bytes or None, source)`` with source 'override', 'table' or 'model'."""
+    cdef int size = 0, alg = 0, src = 0
+    cdef size_t chunk = 0
+    cdef int c = _coll_index(collective)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"nbytes must be a non-negative int, got {nbytes!r}")
+    if memory not in MEMORY_KINDS:
+        raise ValueError(f"memory must be one of {MEMORY_KINDS}, got {memory!r}")
+    cdef MPI_Comm h
+    _comm(comm, &h, &size)
+    lp_select(c, size, nbytes, MEMORY_KINDS.index(memory), &alg, &chunk, &src)
+    name = lp_algo_name(alg).decode()
+    return name, (chunk if lp_algo_chunked(alg) else None), ("override", "table", "model")[src]
+
+def set_override(collective, algorithm, chunk_bytes):
+    """Environment override for one collective (algorithm None = none, chunk None = none)."""
+    c = _coll_index(collective)
+    alg = -1 if algorithm is None else _alg_index(c, algorithm)
+    lp_set_override(c, alg, 0 if chunk_bytes is None else _chunk(chunk_bytes))
+
+def model_get():
+    cdef double a, b, g
+    lp_model_get(&a, &b, &g)
+    return a, b, g
+
+def model_set(double alpha, double beta, double gamma):
+    lp_model_set(alpha, beta, gamma)
+
+def predict(collective, algorithm, int P, double nbytes, chunk_bytes=None):
+    """Model time in seconds of one algorithm (chunk None = the model's optimal chunk)."""
+    c = _coll_index(collective)
+    alg = _alg_index(c, algorithm)
+    if alg < 0:
+        raise ValueError("predict needs a concrete algorithm")
+    cdef double ch = lp_best_chunk(alg, P, <size_t>nbytes) if chunk_bytes is None else chunk_bytes
+    return lp_algo_predict(alg, P, nbytes, ch)
+
+def best_chunk(collective, algorithm, int P, size_t nbytes):
+    c = _coll_index(collective)
+    alg = _alg_index(c, algorithm)
+    r = lp_best_chunk(alg, P, nbytes)
+    return r or None
+
+def table_clear():
+    lp_table_clear()
+
+def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes):
+    c = _coll_index(collective)
+    alg = _alg_index(c, algorithm)
+    if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,
+                    0 if chunk_bytes is None else chunk_bytes) != LP_OK:
+        raise ValueError(lp_errmsg().decode())

@@ -1,0 +1,160 @@
+/* native: the MPI library's own collectives, on lpmpi's private communicator.
+ *
+ * Where the library lacks a type (float16, bfloat16), does not define an op on a type (MPI
+ * has no MAX or bitwise ops on MPI_C_BOOL), or gets an op wrong (Open MPI's vectorized
+ * 8/16-bit integer SUM/PROD saturates instead of wrapping, open-mpi/ompi#8045), native runs
+ * the library's collective with lpmpi's own kernel registered through MPI_Op_create on a
+ * contiguous byte type, so results still follow the contract.  AVG is SUM followed by a
+ * local division (every rank divides identical sums: identical results).
+ * Counts are split into pieces of at most lp_max_msg_bytes (element-wise ops allow it), so
+ * every MPI count fits in an int. */
+#include "internal.h"
+#include <stdio.h>
+
+static MPI_Datatype user_type[LP_NDTYPES];   /* MPI_DATATYPE_NULL until first needed */
+static MPI_Op user_op[LP_NOPS];
+static int user_ready, is_open_mpi = -1;
+
+/* user-op callbacks: one per op; the element type is recovered from the datatype handle */
+static lp_dtype_t dtype_of(MPI_Datatype t) {
+    for (int d = 0; d < LP_NDTYPES; d++)
+        if (user_type[d] == t) return (lp_dtype_t)d;
+    return LP_NDTYPES;
+}
+#define LP_UOP(OP)                                                                            \
+    static void uop_##OP(void *in, void *inout, int *len, MPI_Datatype *t) {                  \
+        lp_dtype_t d = dtype_of(*t);                                                          \
+        lp_reduce_fn f = d < LP_NDTYPES ? lp_reduce_kernel(d, OP) : NULL;                     \
+        if (f) f(inout, inout, in, (size_t)*len);                                             \
+    }
+LP_UOP(LP_SUM) LP_UOP(LP_PROD) LP_UOP(LP_MAX) LP_UOP(LP_MIN) LP_UOP(LP_AVG) LP_UOP(LP_LAND)
+LP_UOP(LP_LOR) LP_UOP(LP_LXOR) LP_UOP(LP_BAND) LP_UOP(LP_BOR) LP_UOP(LP_BXOR)
+static MPI_User_function *const uop_fn[LP_NOPS] = {
+    uop_LP_SUM, uop_LP_PROD, uop_LP_MAX, uop_LP_MIN, uop_LP_AVG, uop_LP_LAND,
+    uop_LP_LOR, uop_LP_LXOR, uop_LP_BAND, uop_LP_BOR, uop_LP_BXOR};
+
+static int user_init(void) {
+    int rc = LP_OK;
+    if (user_ready) return LP_OK;
+    for (int d = 0; d < LP_NDTYPES; d++) {
+        LP_MPI(MPI_Type_contiguous((int)lp_dtype_size((lp_dtype_t)d), MPI_BYTE, &user_type[d]));
+        LP_MPI(MPI_Type_commit(&user_type[d]));
+    }
+    for (int o = 0; o < LP_NOPS; o++) LP_MPI(MPI_Op_create(uop_fn[o], 1, &user_op[o]));
+    user_ready = 1;
+cleanup:
+    return rc;
+}
+
+void lp_native_free(void) {          /* called at finalize */
+    if (!user_ready) return;
+    for (int d = 0; d < LP_NDTYPES; d++) MPI_Type_free(&user_type[d]);
+    for (int o = 0; o < LP_NOPS; o++) MPI_Op_free(&user_op[o]);
+    user_ready = 0;
+}
+
+static int open_mpi(void) {
+    if (is_open_mpi < 0) {
+        char v[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        is_open_mpi = MPI_Get_library_version(v, &len) == MPI_SUCCESS && strstr(v, "Open MPI") != NULL;
+    }
+    return is_open_mpi;
+}
+
+static MPI_Datatype builtin_type(lp_dtype_t d) {
+    switch (d) {
+    case LP_BOOL: return MPI_C_BOOL;
+    case LP_INT8: return MPI_INT8_T;
+    case LP_INT16: return MPI_INT16_T;
+    case LP_INT32: return MPI_INT32_T;
+    case LP_INT64: return MPI_INT64_T;
+    case LP_UINT8: return MPI_UINT8_T;
+    case LP_UINT16: return MPI_UINT16_T;
+    case LP_UINT32: return MPI_UINT32_T;
+    case LP_UINT64: return MPI_UINT64_T;
+    case LP_FLOAT32: return MPI_FLOAT;
+    case LP_FLOAT64: return MPI_DOUBLE;
+    case LP_COMPLEX64: return MPI_C_FLOAT_COMPLEX;
+    case LP_COMPLEX128: return MPI_C_DOUBLE_COMPLEX;
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+static const MPI_Op *builtin_op(lp_op_t o) {
+    static MPI_Op ops[LP_NOPS];
+    static int init;
+    if (!init) {
+        MPI_Op t[LP_NOPS] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_SUM, MPI_LAND,
+                             MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+        memcpy(ops, t, sizeof ops);
+        init = 1;
+    }
+    return &ops[o];
+}
+
+/* the (type, op) pair native uses for this dtype/op */
+static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
+    int builtin = builtin_type(d) != MPI_DATATYPE_NULL;
+    if (d == LP_BOOL && !(o == LP_LAND || o == LP_LOR || o == LP_LXOR)) builtin = 0;
+    if (open_mpi() && (o == LP_SUM || o == LP_PROD) &&
+        (d == LP_INT8 || d == LP_INT16 || d == LP_UINT8 || d == LP_UINT16))
+        builtin = 0;
+    if (builtin) {
+        *t = builtin_type(d);
+        *op = *builtin_op(o);
+        return LP_OK;
+    }
+    int rc = user_init();
+    if (rc == LP_OK) { *t = user_type[d]; *op = user_op[o == LP_AVG ? LP_SUM : o]; }
+    return rc;
+}
+
+static size_t piece_elems(const lp_args_t *a) {
+    size_t n = lp_max_msg_bytes / a->esize;
+    return n ? n : 1;
+}
+
+int lp_allreduce_native(const lp_args_t *a) {
+    int rc = LP_OK;
+    MPI_Datatype t;
+    MPI_Op op;
+    LP_TRY(native_pair(a->dt, a->op, &t, &op));
+    size_t pe = piece_elems(a), es = a->esize;
+    for (size_t off = 0; off < a->count; off += pe) {
+        int n = (int)(a->count - off < pe ? a->count - off : pe);
+        const void *s = a->sbuf == a->rbuf ? MPI_IN_PLACE : (const void *)(a->sbuf + off * es);
+        LP_MPI(MPI_Allreduce(s, a->rbuf + off * es, n, t, op, a->comm));
+    }
+    lp_finish(a, a->rbuf, a->count);
+cleanup:
+    return rc;
+}
+
+int lp_reduce_native(const lp_args_t *a) {
+    int rc = LP_OK;
+    MPI_Datatype t;
+    MPI_Op op;
+    LP_TRY(native_pair(a->dt, a->op, &t, &op));
+    size_t pe = piece_elems(a), es = a->esize;
+    int is_root = a->rank == a->root;
+    for (size_t off = 0; off < a->count; off += pe) {
+        int n = (int)(a->count - off < pe ? a->count - off : pe);
+        const void *s = (is_root && a->sbuf == a->rbuf) ? MPI_IN_PLACE : (const void *)(a->sbuf + off * es);
+        LP_MPI(MPI_Reduce(s, is_root ? a->rbuf + off * es : NULL, n, t, op, a->root, a->comm));
+    }
+    if (is_root) lp_finish(a, a->rbuf, a->count);
+cleanup:
+    return rc;
+}
+
+int lp_bcast_native(const lp_args_t *a) {
+    int rc = LP_OK;
+    size_t bytes = a->count * a->esize;
+    for (size_t off = 0; off < bytes; off += lp_max_msg_bytes) {
+        int n = (int)(bytes - off < lp_max_msg_bytes ? bytes - off : lp_max_msg_bytes);
+        LP_MPI(MPI_Bcast(a->rbuf + off, n, MPI_BYTE, a->root, a->comm));
+    }
+cleanup:
+    return rc;
+}

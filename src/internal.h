@@ -1,0 +1,135 @@
+/* Engine internals shared by the algorithm files.  Not part of the public C interface. */
+#ifndef LPMPI_INTERNAL_H
+#define LPMPI_INTERNAL_H
+
+#include "lpmpi.h"
+#include <string.h>
+
+/* ---- status handling: one macro passes a failure up with file:line ---- */
+int lp_fail(int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int lp_mpi_fail(int mpierr, const char *file, int line, const char *call);
+
+#define LP_FAIL(code, ...) lp_fail((code), __FILE__, __LINE__, __VA_ARGS__)
+/* run an int-returning lpmpi call; on failure jump to the function's cleanup label */
+#define LP_TRY(expr) do { rc = (expr); if (rc != LP_OK) goto cleanup; } while (0)
+/* run an MPI call; on failure record the MPI error string and jump to cleanup */
+#define LP_MPI(call) do { int mpi_rc_ = (call); \
+    if (mpi_rc_ != MPI_SUCCESS) { rc = lp_mpi_fail(mpi_rc_, __FILE__, __LINE__, #call); goto cleanup; } \
+} while (0)
+
+/* ---- per-communicator context, cached on the user's communicator with an MPI keyval ---- */
+typedef struct lp_ctx {
+    MPI_Comm comm;            /* private duplicate: lpmpi's messages never match the user's */
+    int rank, size;
+    void *scratch;            /* grow-only arena, reused call after call */
+    size_t scratch_bytes;
+    MPI_Request *reqs;        /* grow-only request array */
+    size_t nreqs;
+    struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
+} lp_ctx_t;
+
+int lp_ctx_get(MPI_Comm user_comm, lp_ctx_t **out);
+/* scratch space of at least `bytes` (64-byte aligned); invalidates earlier pointers */
+int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out);
+int lp_ctx_requests(lp_ctx_t *ctx, size_t n, MPI_Request **out);
+
+/* ---- arguments of one collective call, resolved and validated ---- */
+typedef struct {
+    lp_ctx_t *ctx;
+    MPI_Comm comm;          /* ctx->comm */
+    int rank, size;
+    lp_coll_t coll;
+    const char *sbuf;       /* data contributed by this rank (bcast: the buffer) */
+    char *rbuf;             /* result (reduce: root only, NULL elsewhere) */
+    size_t count;           /* elements */
+    lp_dtype_t dt;
+    size_t esize;           /* bytes per element */
+    lp_op_t op;
+    lp_reduce_fn fn;        /* NULL for bcast */
+    int root;
+    size_t chunk_elems;     /* >= 1, chunked algorithms only */
+    lp_mem_t mem;
+} lp_args_t;
+
+typedef int (*lp_alg_fn)(const lp_args_t *a);
+
+/* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */
+typedef struct { double alpha, beta, gamma; } lp_model_t;
+
+/* cost model of an algorithm: predicted seconds for P ranks, n bytes, chunk c bytes */
+typedef double (*lp_cost_fn)(const lp_model_t *m, int P, double n, double c);
+
+/* one entry of the single algorithm registry (registry.c) */
+typedef struct {
+    const char *name;
+    lp_coll_t coll;
+    int chunked;            /* honours chunk_bytes */
+    lp_alg_fn run;
+    lp_cost_fn cost;
+} lp_algo_t;
+
+extern const lp_algo_t lp_algos[];
+extern const int lp_nalgos;
+
+/* ---- algorithms (one file per family) ---- */
+int lp_allreduce_lp(const lp_args_t *a);
+int lp_reduce_lp(const lp_args_t *a);
+int lp_bcast_lp(const lp_args_t *a);
+int lp_allreduce_mst(const lp_args_t *a);
+int lp_reduce_mst(const lp_args_t *a);
+int lp_bcast_mst(const lp_args_t *a);
+int lp_allreduce_be(const lp_args_t *a);
+int lp_reduce_be(const lp_args_t *a);
+int lp_bcast_be(const lp_args_t *a);
+int lp_allreduce_ring(const lp_args_t *a);
+int lp_allreduce_native(const lp_args_t *a);
+int lp_reduce_native(const lp_args_t *a);
+int lp_bcast_native(const lp_args_t *a);
+
+/* ---- point-to-point helpers (p2p.c) ----
+ * Whole-buffer transfers split into pieces of at most lp_max_msg_bytes, so any byte size
+ * works; all pieces of one transfer use one tag and arrive in order (MPI non-overtaking). */
+extern size_t lp_max_msg_bytes;
+int lp_sendrecv(const lp_args_t *a, const void *sb, size_t sbytes, int dst,
+                void *rb, size_t rbytes, int src, int tag);
+int lp_send(const lp_args_t *a, const void *b, size_t bytes, int dst, int tag);
+int lp_recv(const lp_args_t *a, void *b, size_t bytes, int src, int tag);
+
+/* ---- block / neighbour arithmetic (p2p.c) ---- */
+/* block i of `nblocks` near-equal blocks of `count` elements: [*off, *off + *len) */
+static inline void lp_block(size_t count, int nblocks, int i, size_t *off, size_t *len) {
+    size_t q = count / (size_t)nblocks, r = count % (size_t)nblocks, ui = (size_t)i;
+    *off = ui * q + (ui < r ? ui : r);
+    *len = q + (ui < r ? 1 : 0);
+}
+/* byte offset and length of blocks [lo, hi) */
+static inline void lp_blocks(size_t count, int nblocks, int lo, int hi, size_t *off, size_t *len) {
+    size_t o1, l1, o2, l2;
+    if (hi <= lo) { lp_block(count, nblocks, lo, off, &l1); *len = 0; return; }
+    lp_block(count, nblocks, lo, &o1, &l1);
+    lp_block(count, nblocks, hi - 1, &o2, &l2);
+    *off = o1; *len = o2 + l2 - o1;
+}
+static inline int lp_pof2_floor(int p) { int q = 1; while (q * 2 <= p) q *= 2; return q; }
+/* rank <-> virtual rank relative to root */
+static inline int lp_vrank(int rank, int root, int size) { return (rank - root + size) % size; }
+static inline int lp_rrank(int vrank, int root, int size) { return (vrank + root) % size; }
+
+/* finishing touch on a result region computed by this rank: AVG divides by P */
+static inline void lp_finish(const lp_args_t *a, void *buf, size_t n) {
+    if (a->op == LP_AVG && n > 0) lp_scale(buf, n, a->dt, (double)a->size);
+}
+/* local copy that ignores empty and self copies */
+static inline void lp_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+
+/* pipelining depth: chunks in flight per direction */
+extern int lp_window;
+
+/* tags: one per collective family keeps traces readable; ordering does the rest */
+enum { LP_TAG_BCAST = 101, LP_TAG_REDUCE = 102, LP_TAG_ALLREDUCE = 103, LP_TAG_ALLREDUCE_BACK = 104,
+       LP_TAG_RING = 105, LP_TAG_BE = 106, LP_TAG_MST = 107 };
+
+#endif

@@ -1,0 +1,122 @@
+/* lpmpi C engine: public interface.  No Python in here.
+ *
+ * Vocabulary, used everywhere in src/:
+ *   chunk        the unit that moves along a chain/ring at once; chunk_bytes is its size
+ *                (rounded down to whole elements, at least one element).
+ *   window (W)   how many chunks a rank keeps in flight per direction.
+ *   block        one of P near-equal parts of the message (ring, be).
+ *   piece        a part of a single MPI message split so that no MPI count exceeds
+ *                lp_max_msg_bytes (keeps every count in int range for > 2 GiB messages).
+ */
+#ifndef LPMPI_H
+#define LPMPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes ---- */
+enum {
+    LP_OK = 0,
+    LP_ERR_MPI = 1,      /* an MPI call failed */
+    LP_ERR_NOMEM = 2,    /* allocation failed */
+    LP_ERR_ARG = 3,      /* bad argument reached the engine (Python validates first) */
+    LP_ERR_MISMATCH = 4, /* LPMPI_CHECK: ranks disagree */
+    LP_ERR_CUDA = 5,     /* CUDA runtime failure */
+    LP_ERR_UNSUPPORTED = 6
+};
+
+/* ---- element types (order is ABI with lpmpi/_core.pyx) ---- */
+typedef enum {
+    LP_BOOL = 0,
+    LP_INT8, LP_INT16, LP_INT32, LP_INT64,
+    LP_UINT8, LP_UINT16, LP_UINT32, LP_UINT64,
+    LP_FLOAT16, LP_BFLOAT16, LP_FLOAT32, LP_FLOAT64,
+    LP_COMPLEX64, LP_COMPLEX128,
+    LP_NDTYPES
+} lp_dtype_t;
+
+/* ---- reduction ops (order is ABI with lpmpi/_core.pyx) ---- */
+typedef enum {
+    LP_SUM = 0, LP_PROD, LP_MAX, LP_MIN, LP_AVG,
+    LP_LAND, LP_LOR, LP_LXOR, LP_BAND, LP_BOR, LP_BXOR,
+    LP_NOPS
+} lp_op_t;
+
+typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_NCOLLS } lp_coll_t;
+
+/* memory kind of the user's buffers: the seam for device memory */
+typedef enum { LP_MEM_HOST = 0, LP_MEM_CUDA = 1, LP_NMEMS } lp_mem_t;
+
+#define LP_ALG_AUTO (-1)
+
+/* ---- element types and reduction kernels (reduce.c) ---- */
+
+/* out[i] = a[i] op b[i] for i < n.  out may be the same pointer as a or b (never a partial
+ * overlap).  For LP_AVG the kernel is the SUM kernel: the division by P happens once, on the
+ * finished result (lp_scale). */
+typedef void (*lp_reduce_fn)(void *out, const void *a, const void *b, size_t n);
+
+size_t lp_dtype_size(lp_dtype_t dt);
+const char *lp_dtype_name(lp_dtype_t dt);
+const char *lp_op_name(lp_op_t op);
+/* NULL when the pairing is not in the contract (e.g. MAX on complex, SUM on bool). */
+lp_reduce_fn lp_reduce_kernel(lp_dtype_t dt, lp_op_t op);
+int lp_op_valid(lp_dtype_t dt, lp_op_t op);
+/* buf[i] /= divisor, in the element type (float16/bfloat16 through float32); used by AVG. */
+void lp_scale(void *buf, size_t n, lp_dtype_t dt, double divisor);
+
+/* ---- collectives (engine.c) ----
+ * count: elements.  alg: index into the registry or LP_ALG_AUTO.  chunk_bytes: 0 = choose.
+ * In place: sbuf == rbuf.  reduce: rbuf is used on root only (NULL elsewhere is fine).
+ * All return an LP_* status; lp_errmsg() describes the last failure of this thread. */
+int lp_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
+                 lp_op_t op, int alg, size_t chunk_bytes, lp_mem_t mem);
+int lp_reduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
+              lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem);
+int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, int alg,
+             size_t chunk_bytes, lp_mem_t mem);
+
+const char *lp_errmsg(void);
+
+/* ---- configuration, registry, selection (engine.c, registry.c) ---- */
+
+/* knobs read from the environment by the bindings: largest single MPI message (test knob,
+ * 0 = keep), chunks in flight per direction (0 = keep), LPMPI_CHECK on/off */
+void lp_configure(size_t max_msg_bytes, int window, int check);
+
+int lp_algo_count(void);
+const char *lp_algo_name(int alg);
+int lp_algo_coll(int alg);
+int lp_algo_chunked(int alg);
+int lp_algo_find(lp_coll_t coll, const char *name);   /* -1 when unknown */
+
+/* alpha-beta-gamma model used by "auto" where no table applies */
+void lp_model_set(double alpha, double beta, double gamma);
+void lp_model_get(double *alpha, double *beta, double *gamma);
+double lp_algo_predict(int alg, int P, double nbytes, double chunk_bytes);
+size_t lp_best_chunk(int alg, int P, size_t nbytes);   /* model-optimal chunk, 0 if unchunked */
+
+/* tuning rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk */
+void lp_table_clear(void);
+int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk);
+/* environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES): alg -1 = none, chunk 0 = none */
+void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
+
+enum { LP_SRC_OVERRIDE = 0, LP_SRC_TABLE = 1, LP_SRC_MODEL = 2 };
+/* what "auto" uses: environment override, then table, then model */
+void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int *alg, size_t *chunk,
+               int *source);
+
+/* LPMPI_CHECK when this rank's own arguments were bad: take part in the agreement step so
+ * the other ranks raise instead of hanging.  Always returns LP_ERR_MISMATCH (or an MPI error). */
+int lp_check_local_error(MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

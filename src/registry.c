@@ -1,0 +1,96 @@
+/* The one registry of algorithms: name, collective, chunked or not, implementation and
+ * alpha-beta-gamma cost.  It drives dispatch, lpmpi.algorithms(), the tuning-table
+ * validator, "auto"'s model and the tuner's search space.  Adding an algorithm means one row
+ * here and one implementation file.
+ *
+ * Costs: P ranks, n bytes, c chunk bytes; m->alpha s/message, m->beta s/byte moved,
+ * m->gamma s/byte reduced. */
+#include "internal.h"
+#include <math.h>
+
+static double lg(int P) { return ceil(log2((double)P)); }
+static double nchunks(double n, double c) { return c > 0 ? ceil(n / c) : 1; }
+
+/* lp: K = n/c chunks through a chain of P-1 links: (K + P - 2) steps of one chunk each */
+static double cost_bcast_lp(const lp_model_t *m, int P, double n, double c) {
+    return (nchunks(n, c) + P - 2) * (m->alpha + fmin(c, n) * m->beta);
+}
+static double cost_reduce_lp(const lp_model_t *m, int P, double n, double c) {
+    return (nchunks(n, c) + P - 2) * (m->alpha + fmin(c, n) * (m->beta + m->gamma));
+}
+static double cost_allreduce_lp(const lp_model_t *m, int P, double n, double c) {
+    return (nchunks(n, c) + 2 * P - 3) * (m->alpha + fmin(c, n) * (m->beta + m->gamma));
+}
+/* mst: log P rounds of the whole message */
+static double cost_bcast_mst(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    return lg(P) * (m->alpha + n * m->beta);
+}
+static double cost_reduce_mst(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    return lg(P) * (m->alpha + n * (m->beta + m->gamma));
+}
+static double cost_allreduce_mst(const lp_model_t *m, int P, double n, double c) {
+    return cost_reduce_mst(m, P, n, c) + cost_bcast_mst(m, P, n, c);
+}
+/* be: Rabenseifner over pof2 ranks, plus the fold for the rest */
+static double fold(const lp_model_t *m, int P, double n) {
+    int q = 1;
+    while (q * 2 <= P) q *= 2;
+    return q == P ? 0 : 2 * (m->alpha + n * m->beta) + n * m->gamma;
+}
+static double cost_allreduce_be(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    double q = exp2(floor(log2((double)P))), f = (q - 1) / q;
+    return 2 * log2(q) * m->alpha + 2 * f * n * m->beta + f * n * m->gamma + fold(m, P, n);
+}
+static double cost_reduce_be(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    double q = exp2(floor(log2((double)P))), f = (q - 1) / q;
+    return 2 * log2(q) * m->alpha + 2 * f * n * m->beta + f * n * m->gamma + fold(m, P, n) / 2;
+}
+static double cost_bcast_be(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    double f = (double)(P - 1) / P;
+    int pow2 = (P & (P - 1)) == 0;
+    return (lg(P) + (pow2 ? lg(P) : P - 1)) * m->alpha + 2 * f * n * m->beta;
+}
+/* ring: 2(P-1) steps of n/P bytes, each step's block sent in chunks */
+static double cost_allreduce_ring(const lp_model_t *m, int P, double n, double c) {
+    double blk = n / P;
+    return (P - 1) * (nchunks(blk, c) + 1) * m->alpha + 2 * (P - 1) * blk * m->beta +
+           (P - 1) * blk * m->gamma;
+}
+/* native: modelled as the MPI library's own choice (recursive doubling for small messages,
+ * Rabenseifner / scatter-allgather for large), with the library's lower per-message latency */
+static double cost_native_small(const lp_model_t *m, int P, double n, int reduce) {
+    return lg(P) * (m->alpha * 0.5 + n * (m->beta + (reduce ? m->gamma : 0)));
+}
+static double cost_allreduce_native(const lp_model_t *m, int P, double n, double c) {
+    double big = cost_allreduce_be(m, P, n, c);
+    return fmin(cost_native_small(m, P, n, 1), big);
+}
+static double cost_reduce_native(const lp_model_t *m, int P, double n, double c) {
+    return fmin(cost_native_small(m, P, n, 1), cost_reduce_be(m, P, n, c));
+}
+static double cost_bcast_native(const lp_model_t *m, int P, double n, double c) {
+    return fmin(cost_native_small(m, P, n, 0), cost_bcast_be(m, P, n, c));
+}
+
+const lp_algo_t lp_algos[] = {
+    /* name      collective     chunked  implementation         cost */
+    {"lp",     LP_ALLREDUCE, 1, lp_allreduce_lp,     cost_allreduce_lp},
+    {"mst",    LP_ALLREDUCE, 0, lp_allreduce_mst,    cost_allreduce_mst},
+    {"be",     LP_ALLREDUCE, 0, lp_allreduce_be,     cost_allreduce_be},
+    {"ring",   LP_ALLREDUCE, 1, lp_allreduce_ring,   cost_allreduce_ring},
+    {"native", LP_ALLREDUCE, 0, lp_allreduce_native, cost_allreduce_native},
+    {"lp",     LP_REDUCE,    1, lp_reduce_lp,        cost_reduce_lp},
+    {"mst",    LP_REDUCE,    0, lp_reduce_mst,       cost_reduce_mst},
+    {"be",     LP_REDUCE,    0, lp_reduce_be,        cost_reduce_be},
+    {"native", LP_REDUCE,    0, lp_reduce_native,    cost_reduce_native},
+    {"lp",     LP_BCAST,     1, lp_bcast_lp,         cost_bcast_lp},
+    {"mst",    LP_BCAST,     0, lp_bcast_mst,        cost_bcast_mst},
+    {"be",     LP_BCAST,     0, lp_bcast_be,         cost_bcast_be},
+    {"native", LP_BCAST,     0, lp_bcast_native,     cost_bcast_native},
+};
+const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
