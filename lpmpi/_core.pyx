@@ -26,6 +26,7 @@ DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "ui
 # ops, in the order of lp_op_t
 OP_NAMES = ("sum", "prod", "max", "min", "avg", "land", "lor", "lxor", "band", "bor", "bxor")
 COLLECTIVES = ("allreduce", "reduce", "bcast")
+CUDA_BUILD = False  # set by the CUDA-enabled build
 MEMORY_KINDS = ("host", "cuda")
 cdef enum:
     C_ALLREDUCE = 0

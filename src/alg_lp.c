@@ -12,9 +12,11 @@
  *
  * reduce    = up only, chain ordered from the root (v = rank - root mod P), head = root.
  * bcast     = down only, chain ordered from the root.
- * allreduce = up and down at once along the chain 0..P-1: the head finishes chunk k and
- *             sends it back down while chunk k+1.. still travel up, so each link carries
- *             traffic both ways (full duplex).
+ * allreduce = up and down at once: the head finishes chunk k and sends it back down while
+ *             chunk k+1.. still travel up, so each link carries traffic both ways (full
+ *             duplex).  Two such chains run at once in opposite rank orders (0..P-1 and
+ *             P-1..0), each carrying half of the message: the chain's two ends then share
+ *             the reduction work (at P = 2 each rank reduces half instead of one rank all).
  *
  * Cost with K = n/c chunks of c bytes (alpha latency, beta per byte moved, gamma per byte
  * reduced):  bcast (K + P - 2)(alpha + c beta);  reduce (K + P - 2)(alpha + c (beta + gamma));
@@ -40,174 +42,213 @@ typedef struct {
     int v, P;               /* chain position, chain length */
     int left, right;        /* real ranks of v-1 and v+1, or -1 */
     int tag_up, tag_down;
+    size_t base, bytes;     /* the part of the message this chain carries */
     size_t K, W, cb;        /* chunks, window, chunk bytes (full chunk) */
     char *rslot, *sslot;    /* W incoming partial slots; W outgoing partial slots or NULL */
+    MPI_Request *pr, *ps, *fr, *fs;   /* W requests each: partial recv/send, final recv/send */
+    /* counters, each in chunk order: posted / completed */
+    size_t pr_post, pdone, ps_done, fr_post, fr_done, fs_post, fs_done;
 } chain_t;
 
-static inline size_t chunk_off(const chain_t *c, size_t k) { return k * c->cb; }
+static inline size_t chunk_off(const chain_t *c, size_t k) { return c->base + k * c->cb; }
 static inline size_t chunk_len(const chain_t *c, size_t k) {
-    size_t total = c->a->count * c->a->esize, off = k * c->cb;
-    return total - off < c->cb ? total - off : c->cb;
+    size_t off = k * c->cb;
+    return c->bytes - off < c->cb ? c->bytes - off : c->cb;
 }
 
 /* MPI_Test that also accepts MPI_REQUEST_NULL (already complete) */
 #define TEST(req, flagp) LP_MPI(MPI_Test(&(req), (flagp), MPI_STATUS_IGNORE))
 
-static int chain_run(chain_t *c) {
+/* advance one chain as far as it goes without blocking; *moved is set if anything happened */
+static int chain_step(chain_t *c, int *moved, int *done) {
     const lp_args_t *a = c->a;
-    int rc = LP_OK;
+    int rc = LP_OK, flag;
     const size_t K = c->K, W = c->W;
     const int has_up_src = c->up && c->right >= 0;    /* receives partials */
     const int has_up_dst = c->up && c->left >= 0;     /* sends partials */
     const int has_dn_src = c->down && c->left >= 0;   /* receives finals */
     const int has_dn_dst = c->down && c->right >= 0;  /* sends finals */
-    MPI_Request *rq = NULL;
-    LP_TRY(lp_ctx_requests(a->ctx, 4 * W, &rq));
-    MPI_Request *pr = rq, *ps = rq + W, *fr = rq + 2 * W, *fs = rq + 3 * W;
-    for (size_t i = 0; i < 4 * W; i++) rq[i] = MPI_REQUEST_NULL;
+    /* 1. keep W partial receives posted */
+    while (has_up_src && c->pr_post < K && c->pr_post < c->pdone + W) {
+        size_t k = c->pr_post++;
+        LP_MPI(MPI_Irecv(c->rslot + (k % W) * c->cb, (int)chunk_len(c, k), MPI_BYTE, c->right,
+                         c->tag_up, a->comm, &c->pr[k % W]));
+        *moved = 1;
+    }
+    /* 2. produce partial (or, at the head, final) chunk pdone */
+    while (c->up && c->pdone < K) {
+        size_t k = c->pdone, s = k % W, off = chunk_off(c, k), len = chunk_len(c, k);
+        if (has_up_dst && k - c->ps_done >= W) break;    /* no free partial-send slot */
+        if (has_up_src && k >= c->pr_post) break;         /* its receive is not posted yet */
+        flag = 1;
+        if (has_up_src) TEST(c->pr[s], &flag);
+        if (!flag) break;
+        const char *out = a->sbuf + off;                  /* tail: own data as is */
+        if (has_up_src) {
+            char *dst = (c->sslot && has_up_dst) ? c->sslot + s * c->cb : a->rbuf + off;
+            a->fn(dst, a->sbuf + off, c->rslot + s * c->cb, len / a->esize);
+            out = dst;
+        }
+        if (has_up_dst)
+            LP_MPI(MPI_Isend(out, (int)len, MPI_BYTE, c->left, c->tag_up, a->comm, &c->ps[s]));
+        else
+            lp_finish(a, a->rbuf + off, len / a->esize);  /* head: chunk k is final */
+        c->pdone++;
+        *moved = 1;
+    }
+    /* 3. retire partial sends in order */
+    while (has_up_dst && c->ps_done < c->pdone) {
+        TEST(c->ps[c->ps_done % W], &flag);
+        if (!flag) break;
+        c->ps_done++;
+        *moved = 1;
+    }
+    /* 4. post final receives; a chunk's region is free once its partial has left */
+    while (has_dn_src && c->fr_post < K && c->fr_post < c->fr_done + W &&
+           (!has_up_dst || c->fr_post < c->ps_done)) {
+        size_t k = c->fr_post++;
+        LP_MPI(MPI_Irecv(a->rbuf + chunk_off(c, k), (int)chunk_len(c, k), MPI_BYTE, c->left,
+                         c->tag_down, a->comm, &c->fr[k % W]));
+        *moved = 1;
+    }
+    /* 5. complete final receives in order */
+    while (has_dn_src && c->fr_done < c->fr_post) {
+        TEST(c->fr[c->fr_done % W], &flag);
+        if (!flag) break;
+        c->fr_done++;
+        *moved = 1;
+    }
+    /* 6. forward finished chunks down the chain */
+    size_t avail = c->down ? (has_dn_src ? c->fr_done : c->pdone) : 0;
+    while (has_dn_dst && c->fs_post < avail && c->fs_post < c->fs_done + W) {
+        size_t k = c->fs_post++;
+        LP_MPI(MPI_Isend(a->rbuf + chunk_off(c, k), (int)chunk_len(c, k), MPI_BYTE, c->right,
+                         c->tag_down, a->comm, &c->fs[k % W]));
+        *moved = 1;
+    }
+    /* 7. retire final sends in order */
+    while (has_dn_dst && c->fs_done < c->fs_post) {
+        TEST(c->fs[c->fs_done % W], &flag);
+        if (!flag) break;
+        c->fs_done++;
+        *moved = 1;
+    }
+    *done = c->pdone == K && (!has_up_dst || c->ps_done == K) && (!has_dn_src || c->fr_done == K) &&
+            (!has_dn_dst || c->fs_done == K);
+cleanup:
+    return rc;
+}
 
-    /* counters: posted / completed, each in chunk order */
-    size_t pr_post = 0, pdone = 0, ps_done = 0, fr_post = 0, fr_done = 0, fs_post = 0, fs_done = 0;
-    if (!c->up) pdone = K;               /* nothing to reduce */
+/* the oldest outstanding request of each stream of a chain: what it waits for when stuck */
+static int chain_waiting(chain_t *c, MPI_Request **src, int n) {
+    size_t W = c->W;
+    if (c->up && c->right >= 0 && c->pdone < c->pr_post) src[n++] = &c->pr[c->pdone % W];
+    if (c->up && c->left >= 0 && c->ps_done < c->pdone) src[n++] = &c->ps[c->ps_done % W];
+    if (c->down && c->left >= 0 && c->fr_done < c->fr_post) src[n++] = &c->fr[c->fr_done % W];
+    if (c->down && c->right >= 0 && c->fs_done < c->fs_post) src[n++] = &c->fs[c->fs_done % W];
+    return n;
+}
+
+/* run n chains to completion at once.  It never blocks on one request while another could
+ * progress: when nothing moved it waits for any of the oldest outstanding requests. */
+static int chains_run(chain_t *cs, int n) {
+    int rc = LP_OK;
+    MPI_Request *rq = NULL;
+    size_t per = 4 * cs[0].W;
+    LP_TRY(lp_ctx_requests(cs[0].a->ctx, (size_t)n * per, &rq));
+    for (size_t i = 0; i < (size_t)n * per; i++) rq[i] = MPI_REQUEST_NULL;
+    for (int i = 0; i < n; i++) {
+        chain_t *c = &cs[i];
+        c->pr = rq + i * per; c->ps = c->pr + c->W; c->fr = c->ps + c->W; c->fs = c->fr + c->W;
+        if (!c->up) c->pdone = c->K;                      /* nothing to reduce */
+    }
     for (;;) {
-        int moved = 0, flag;
-        /* 1. keep W partial receives posted */
-        while (has_up_src && pr_post < K && pr_post < pdone + W) {
-            size_t k = pr_post++;
-            LP_MPI(MPI_Irecv(c->rslot + (k % W) * c->cb, (int)chunk_len(c, k), MPI_BYTE, c->right,
-                             c->tag_up, a->comm, &pr[k % W]));
-            moved = 1;
+        int moved = 0, all = 1;
+        for (int i = 0; i < n; i++) {
+            int done = 0;
+            LP_TRY(chain_step(&cs[i], &moved, &done));
+            all = all && done;
         }
-        /* 2. produce partial (or, at the head, final) chunk pdone */
-        while (c->up && pdone < K) {
-            size_t k = pdone, s = k % W, off = chunk_off(c, k), len = chunk_len(c, k);
-            if (has_up_dst && k - ps_done >= W) break;       /* no free partial-send slot */
-            if (has_up_src && k >= pr_post) break;            /* its receive is not posted yet */
-            flag = 1;
-            if (has_up_src) { TEST(pr[s], &flag); }
-            if (!flag) break;
-            const char *out = a->sbuf + off;                  /* tail: own data as is */
-            if (has_up_src) {
-                char *dst = (c->sslot && has_up_dst) ? c->sslot + s * c->cb : a->rbuf + off;
-                a->fn(dst, a->sbuf + off, c->rslot + s * c->cb, len / a->esize);
-                out = dst;
-            } else if (!has_up_dst) {                         /* P == 1 */
-                lp_copy(a->rbuf + off, a->sbuf + off, len);
-                out = a->rbuf + off;
-            }
-            if (has_up_dst) {
-                LP_MPI(MPI_Isend(out, (int)len, MPI_BYTE, c->left, c->tag_up, a->comm, &ps[s]));
-            } else {
-                lp_finish(a, a->rbuf + off, len / a->esize);  /* head: chunk k is final */
-            }
-            pdone++;
-            moved = 1;
-        }
-        /* 3. retire partial sends in order */
-        while (has_up_dst && ps_done < pdone) {
-            TEST(ps[ps_done % W], &flag);
-            if (!flag) break;
-            ps_done++;
-            moved = 1;
-        }
-        /* 4. post final receives; a chunk's region is free once its partial has left */
-        while (has_dn_src && fr_post < K && fr_post < fr_done + W && (!has_up_dst || fr_post < ps_done)) {
-            size_t k = fr_post++;
-            LP_MPI(MPI_Irecv(a->rbuf + chunk_off(c, k), (int)chunk_len(c, k), MPI_BYTE, c->left,
-                             c->tag_down, a->comm, &fr[k % W]));
-            moved = 1;
-        }
-        /* 5. complete final receives in order */
-        while (has_dn_src && fr_done < fr_post) {
-            TEST(fr[fr_done % W], &flag);
-            if (!flag) break;
-            fr_done++;
-            moved = 1;
-        }
-        /* 6. forward finished chunks down the chain */
-        size_t avail = c->down ? (has_dn_src ? fr_done : pdone) : 0;
-        while (has_dn_dst && fs_post < avail && fs_post < fs_done + W) {
-            size_t k = fs_post++;
-            LP_MPI(MPI_Isend(a->rbuf + chunk_off(c, k), (int)chunk_len(c, k), MPI_BYTE, c->right,
-                             c->tag_down, a->comm, &fs[k % W]));
-            moved = 1;
-        }
-        /* 7. retire final sends in order */
-        while (has_dn_dst && fs_done < fs_post) {
-            TEST(fs[fs_done % W], &flag);
-            if (!flag) break;
-            fs_done++;
-            moved = 1;
-        }
-        int done = pdone == K && (!has_up_dst || ps_done == K) && (!has_dn_src || fr_done == K) &&
-                   (!has_dn_dst || fs_done == K);
-        if (done) break;
-        if (!moved) {
-            /* block until the oldest outstanding request of any stream completes */
-            MPI_Request w[4];
-            MPI_Request *src[4];
-            int n = 0, idx;
-            if (has_up_src && pdone < pr_post) { src[n] = &pr[pdone % W]; w[n++] = pr[pdone % W]; }
-            if (has_up_dst && ps_done < pdone) { src[n] = &ps[ps_done % W]; w[n++] = ps[ps_done % W]; }
-            if (has_dn_src && fr_done < fr_post) { src[n] = &fr[fr_done % W]; w[n++] = fr[fr_done % W]; }
-            if (has_dn_dst && fs_done < fs_post) { src[n] = &fs[fs_done % W]; w[n++] = fs[fs_done % W]; }
-            if (n == 0) { rc = LP_FAIL(LP_ERR_ARG, "lp pipeline stalled (internal error)"); goto cleanup; }
-            LP_MPI(MPI_Waitany(n, w, &idx, MPI_STATUS_IGNORE));
-            if (idx != MPI_UNDEFINED) *src[idx] = w[idx];   /* now MPI_REQUEST_NULL */
-        }
+        if (all) break;
+        if (moved) continue;
+        MPI_Request w[8], *src[8];
+        int m = 0, idx;
+        for (int i = 0; i < n; i++) m = chain_waiting(&cs[i], src, m);
+        if (m == 0) { rc = LP_FAIL(LP_ERR_ARG, "lp pipeline stalled (internal error)"); goto cleanup; }
+        for (int i = 0; i < m; i++) w[i] = *src[i];
+        LP_MPI(MPI_Waitany(m, w, &idx, MPI_STATUS_IGNORE));
+        if (idx != MPI_UNDEFINED) *src[idx] = w[idx];      /* now MPI_REQUEST_NULL */
     }
 cleanup:
     return rc;
 }
 
-static int chain_setup(const lp_args_t *a, chain_t *c, int up, int down, int head) {
-    int rc = LP_OK;
+/* chain over the ranks starting at `head`, going up (dir = 1) or down (dir = -1) in rank
+ * order, carrying bytes [base, base + bytes) of the message; slots come from `slots` */
+static size_t chain_setup(const lp_args_t *a, chain_t *c, int up, int down, int head, int dir,
+                          size_t base, size_t bytes) {
     memset(c, 0, sizeof *c);
+    int P = a->size;
     c->a = a;
     c->up = up;
     c->down = down;
-    c->P = a->size;
-    c->v = lp_vrank(a->rank, head, a->size);
-    c->left = c->v > 0 ? lp_rrank(c->v - 1, head, a->size) : -1;
-    c->right = c->v < c->P - 1 ? lp_rrank(c->v + 1, head, a->size) : -1;
+    c->P = P;
+    c->v = dir > 0 ? lp_vrank(a->rank, head, P) : lp_vrank(head, a->rank, P);
+    c->left = c->v > 0 ? (head + dir * (c->v - 1) + P) % P : -1;
+    c->right = c->v < P - 1 ? (head + dir * (c->v + 1) + P) % P : -1;
+    c->base = base;
+    c->bytes = bytes;
     c->cb = a->chunk_elems * a->esize;
-    c->K = (a->count + a->chunk_elems - 1) / a->chunk_elems;
+    c->K = (bytes + c->cb - 1) / c->cb;
     c->W = (size_t)lp_window < c->K ? (size_t)lp_window : c->K;
     if (c->W == 0) c->W = 1;
     int need_rslot = up && c->right >= 0;
-    int need_sslot = up && c->right >= 0 && c->left >= 0 && a->coll == LP_REDUCE;
-    size_t slots = (size_t)(need_rslot + need_sslot) * c->W;
-    if (slots) {
-        void *p;
-        LP_TRY(lp_ctx_scratch(a->ctx, slots * c->cb, &p));
-        c->rslot = p;
-        c->sslot = need_sslot ? c->rslot + c->W * c->cb : NULL;
-    }
+    int need_sslot = need_rslot && c->left >= 0 && a->coll == LP_REDUCE;
+    return (size_t)(need_rslot + need_sslot) * c->W * c->cb;   /* scratch bytes it needs */
+}
+
+static void chain_slots(chain_t *c, char *p) {
+    int need_sslot = c->up && c->right >= 0 && c->left >= 0 && c->a->coll == LP_REDUCE;
+    c->rslot = p;
+    c->sslot = need_sslot ? p + c->W * c->cb : NULL;
+}
+
+static int run_single(const lp_args_t *a, int up, int down, int tag_up, int tag_down) {
+    int rc = LP_OK;
+    chain_t c;
+    void *p = NULL;
+    size_t need = chain_setup(a, &c, up, down, a->root, 1, 0, a->count * a->esize);
+    if (need) LP_TRY(lp_ctx_scratch(a->ctx, need, &p));
+    chain_slots(&c, p);
+    c.tag_up = tag_up;
+    c.tag_down = tag_down;
+    rc = chains_run(&c, 1);
 cleanup:
     return rc;
 }
 
-int lp_bcast_lp(const lp_args_t *a) {
-    chain_t c;
-    int rc = chain_setup(a, &c, 0, 1, a->root);
-    if (rc) return rc;
-    c.tag_down = LP_TAG_BCAST;
-    return chain_run(&c);
-}
+int lp_bcast_lp(const lp_args_t *a) { return run_single(a, 0, 1, 0, LP_TAG_BCAST); }
 
-int lp_reduce_lp(const lp_args_t *a) {
-    chain_t c;
-    int rc = chain_setup(a, &c, 1, 0, a->root);
-    if (rc) return rc;
-    c.tag_up = LP_TAG_REDUCE;
-    return chain_run(&c);
-}
+int lp_reduce_lp(const lp_args_t *a) { return run_single(a, 1, 0, LP_TAG_REDUCE, 0); }
 
+/* allreduce: two chains in opposite directions, each carrying half of the message, so the
+ * ends of the chain share the reduction work and every rank both reduces and forwards */
 int lp_allreduce_lp(const lp_args_t *a) {
-    chain_t c;
-    int rc = chain_setup(a, &c, 1, 1, 0);
-    if (rc) return rc;
-    c.tag_up = LP_TAG_ALLREDUCE;
-    c.tag_down = LP_TAG_ALLREDUCE_BACK;
-    return chain_run(&c);
+    int rc = LP_OK;
+    chain_t c[2];
+    void *p = NULL;
+    size_t half = (a->count + 1) / 2 * a->esize, total = a->count * a->esize;
+    size_t n0 = chain_setup(a, &c[0], 1, 1, 0, 1, 0, half);
+    size_t n1 = chain_setup(a, &c[1], 1, 1, a->size - 1, -1, half, total - half);
+    int nch = total > half ? 2 : 1;
+    LP_TRY(lp_ctx_scratch(a->ctx, n0 + n1 + 64, &p));
+    chain_slots(&c[0], p);
+    chain_slots(&c[1], (char *)p + n0);
+    c[0].tag_up = LP_TAG_ALLREDUCE;
+    c[0].tag_down = LP_TAG_ALLREDUCE_BACK;
+    c[1].tag_up = LP_TAG_ALLREDUCE2;
+    c[1].tag_down = LP_TAG_ALLREDUCE2_BACK;
+    rc = chains_run(c, nch);
+cleanup:
+    return rc;
 }

@@ -130,6 +130,7 @@ extern int lp_window;
 
 /* tags: one per collective family keeps traces readable; ordering does the rest */
 enum { LP_TAG_BCAST = 101, LP_TAG_REDUCE = 102, LP_TAG_ALLREDUCE = 103, LP_TAG_ALLREDUCE_BACK = 104,
-       LP_TAG_RING = 105, LP_TAG_BE = 106, LP_TAG_MST = 107 };
+       LP_TAG_RING = 105, LP_TAG_BE = 106, LP_TAG_MST = 107,
+       LP_TAG_ALLREDUCE2 = 108, LP_TAG_ALLREDUCE2_BACK = 109 };
 
 #endif
