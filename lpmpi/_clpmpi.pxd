@@ -1,5 +1,5 @@
 # Declarations of the C engine (src/lpmpi.h) for Cython.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from mpi4py.libmpi cimport MPI_Comm
 
 cdef extern from "lpmpi.h" nogil:
@@ -47,8 +47,10 @@ cdef extern from "lpmpi.h" nogil:
     double lp_algo_predict(int alg, int P, double nbytes, double chunk_bytes)
     size_t lp_best_chunk(int alg, int P, size_t nbytes)
     void lp_table_clear()
+    void lp_table_set_hash(uint64_t hash)
+    long lp_table_mismatches()
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
-    void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int *alg, size_t *chunk,
-                   int *source)
+    void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg,
+                   size_t *chunk, int *source)
     int lp_check_local_error(MPI_Comm comm)

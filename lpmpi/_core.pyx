@@ -13,6 +13,7 @@ from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_Comm_test_inter, MPI_Co
                             MPI_Op, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR,
                             MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR)
 from lpmpi._clpmpi cimport *
+from libc.stdint cimport uint64_t
 
 import numpy as np
 from mpi4py import MPI as PyMPI
@@ -451,7 +452,7 @@ def explain_choice(collective, nbytes, comm=None, memory="host"):
         raise ValueError(f"memory must be one of {MEMORY_KINDS}, got {memory!r}")
     cdef MPI_Comm h
     _comm(comm, &h, &size)
-    lp_select(c, size, nbytes, MEMORY_KINDS.index(memory), &alg, &chunk, &src)
+    lp_select(c, size, nbytes, MEMORY_KINDS.index(memory), 1, &alg, &chunk, &src)
     name = lp_algo_name(alg).decode()
     return name, (chunk if lp_algo_chunked(alg) else None), ("override", "table", "model")[src]
 
@@ -486,6 +487,14 @@ def best_chunk(collective, algorithm, int P, size_t nbytes):
 
 def table_clear():
     lp_table_clear()
+
+def table_set_hash(h):
+    """Fingerprint of the loaded table (compared across ranks on each communicator's first call)."""
+    lp_table_set_hash(<uint64_t>(h & 0xFFFFFFFFFFFFFFFF))
+
+def table_mismatches():
+    """Communicators on which ranks held different tables (and so fell back to the model)."""
+    return lp_table_mismatches()
 
 def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes):
     c = _coll_index(collective)

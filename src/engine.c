@@ -145,9 +145,10 @@ int lp_algo_find(lp_coll_t coll, const char *name) {
 }
 
 /* ---------------------------------------------------------------- model */
-/* defaults measured on a 2-core VM with the mpich wheel (see docs/performance.md);
- * lpmpi.model refits them on the running machine */
-static lp_model_t model = {3e-6, 1.0 / 4e9, 1.0 / 8e9};
+/* defaults for a 2-core VM with the mpich wheel: alpha is the effective per-chunk cost of
+ * a pipeline step (latency plus the rendezvous handshake), which sets the chunk size;
+ * lpmpi.model refits all three on the running machine */
+static lp_model_t model = {8e-6, 0.2e-9, 0.15e-9};
 
 void lp_model_set(double a, double b, double g) { model.alpha = a; model.beta = b; model.gamma = g; }
 void lp_model_get(double *a, double *b, double *g) { *a = model.alpha; *b = model.beta; *g = model.gamma; }
@@ -177,7 +178,23 @@ static size_t nrows, cap_rows;
 static int ovr_alg[LP_NCOLLS] = {-1, -1, -1};
 static size_t ovr_chunk[LP_NCOLLS];
 
-void lp_table_clear(void) { nrows = 0; }
+static uint64_t table_hash;
+static long table_mismatch;
+
+void lp_table_clear(void) { nrows = 0; table_hash = 0; }
+void lp_table_set_hash(uint64_t h) { table_hash = h; }
+long lp_table_mismatches(void) { return table_mismatch; }
+
+/* first collective on a communicator: do all ranks hold the same table? */
+static int table_agree(lp_ctx_t *ctx) {
+    int rc = LP_OK;
+    uint64_t h[2] = {table_hash, ~table_hash};
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UINT64_T, MPI_MAX, ctx->comm));
+    ctx->table_state = (h[0] == table_hash && h[1] == ~table_hash) ? 1 : -1;
+    if (ctx->table_state < 0) table_mismatch++;
+cleanup:
+    return rc;
+}
 
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk) {
     if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll || P < 1 || !(lo < hi))
@@ -199,7 +216,8 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
     ovr_chunk[coll] = chunk;
 }
 
-void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int *alg, size_t *chunk, int *source) {
+void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg, size_t *chunk,
+               int *source) {
     double n = (double)nbytes;
     int a = -1;
     size_t c = 0;
@@ -207,7 +225,7 @@ void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int *alg, siz
         a = ovr_alg[coll];
         *source = LP_SRC_OVERRIDE;
     }
-    for (size_t i = 0; a < 0 && i < nrows; i++) {             /* 2. tuning table */
+    for (size_t i = 0; use_table && a < 0 && i < nrows; i++) {   /* 2. tuning table */
         const row_t *r = &rows[i];
         if (r->coll == (int)coll && r->mem == (int)mem && r->P == P && r->lo <= n && n < r->hi) {
             a = r->alg;
@@ -274,11 +292,12 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
     if (mem != LP_MEM_HOST) return LP_FAIL(LP_ERR_UNSUPPORTED, "this build has no device-memory support");
     LP_TRY(lp_ctx_get(comm, &ctx));
     size = ctx->size;
+    if (!ctx->table_state) LP_TRY(table_agree(ctx));
     if (root < 0 || root >= size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
     size_t esize = lp_dtype_size(dt), nbytes = count * esize;
     if (alg == LP_ALG_AUTO) {
         size_t c;
-        lp_select(coll, size, nbytes, mem, &alg, &c, &src);
+        lp_select(coll, size, nbytes, mem, ctx->table_state > 0, &alg, &c, &src);
         if (!chunk_bytes) chunk_bytes = c;
     } else if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll) {
         return LP_FAIL(LP_ERR_ARG, "algorithm %d is not a %s algorithm", alg,

@@ -26,6 +26,7 @@ typedef struct lp_ctx {
     size_t scratch_bytes;
     MPI_Request *reqs;        /* grow-only request array */
     size_t nreqs;
+    int table_state;          /* 0 unchecked, 1 every rank has the same table, -1 they differ */
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 } lp_ctx_t;
 

@@ -103,14 +103,19 @@ size_t lp_best_chunk(int alg, int P, size_t nbytes);   /* model-optimal chunk, 0
 
 /* tuning rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk */
 void lp_table_clear(void);
+/* fingerprint of the loaded table; the first collective on a communicator compares it across
+ * ranks and, where ranks differ, ignores the table there (ranks choosing differently would
+ * deadlock).  lp_table_mismatches() counts communicators where that happened. */
+void lp_table_set_hash(uint64_t hash);
+long lp_table_mismatches(void);
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk);
 /* environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES): alg -1 = none, chunk 0 = none */
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
 
 enum { LP_SRC_OVERRIDE = 0, LP_SRC_TABLE = 1, LP_SRC_MODEL = 2 };
 /* what "auto" uses: environment override, then table, then model */
-void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int *alg, size_t *chunk,
-               int *source);
+void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg,
+               size_t *chunk, int *source);
 
 /* LPMPI_CHECK when this rank's own arguments were bad: take part in the agreement step so
  * the other ranks raise instead of hanging.  Always returns LP_ERR_MISMATCH (or an MPI error). */

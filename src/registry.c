@@ -18,8 +18,10 @@ static double cost_bcast_lp(const lp_model_t *m, int P, double n, double c) {
 static double cost_reduce_lp(const lp_model_t *m, int P, double n, double c) {
     return (nchunks(n, c) + P - 2) * (m->alpha + fmin(c, n) * (m->beta + m->gamma));
 }
+/* allreduce: two opposite chains of n/2 bytes each, up and down overlapped */
 static double cost_allreduce_lp(const lp_model_t *m, int P, double n, double c) {
-    return (nchunks(n, c) + 2 * P - 3) * (m->alpha + fmin(c, n) * (m->beta + m->gamma));
+    double h = n / 2;
+    return (nchunks(h, c) + 2 * P - 3) * (m->alpha + fmin(c, h) * (m->beta + m->gamma));
 }
 /* mst: log P rounds of the whole message */
 static double cost_bcast_mst(const lp_model_t *m, int P, double n, double c) {
@@ -61,20 +63,21 @@ static double cost_allreduce_ring(const lp_model_t *m, int P, double n, double c
     return (P - 1) * (nchunks(blk, c) + 1) * m->alpha + 2 * (P - 1) * blk * m->beta +
            (P - 1) * blk * m->gamma;
 }
-/* native: modelled as the MPI library's own choice (recursive doubling for small messages,
- * Rabenseifner / scatter-allgather for large), with the library's lower per-message latency */
+/* native: modelled as MPICH's own choice (recursive doubling / binomial trees up to 2 KiB,
+ * Rabenseifner / scatter-allgather above) with half lpmpi's per-message latency, since the
+ * library's small-message collectives skip lpmpi's call path and point-to-point layer */
+#define NATIVE_SMALL 2048.0
 static double cost_native_small(const lp_model_t *m, int P, double n, int reduce) {
     return lg(P) * (m->alpha * 0.5 + n * (m->beta + (reduce ? m->gamma : 0)));
 }
 static double cost_allreduce_native(const lp_model_t *m, int P, double n, double c) {
-    double big = cost_allreduce_be(m, P, n, c);
-    return fmin(cost_native_small(m, P, n, 1), big);
+    return n <= NATIVE_SMALL ? cost_native_small(m, P, n, 1) : cost_allreduce_be(m, P, n, c);
 }
 static double cost_reduce_native(const lp_model_t *m, int P, double n, double c) {
-    return fmin(cost_native_small(m, P, n, 1), cost_reduce_be(m, P, n, c));
+    return n <= NATIVE_SMALL ? cost_native_small(m, P, n, 1) : cost_reduce_be(m, P, n, c);
 }
 static double cost_bcast_native(const lp_model_t *m, int P, double n, double c) {
-    return fmin(cost_native_small(m, P, n, 0), cost_bcast_be(m, P, n, c));
+    return n <= NATIVE_SMALL ? cost_native_small(m, P, n, 0) : cost_bcast_be(m, P, n, c);
 }
 
 const lp_algo_t lp_algos[] = {
