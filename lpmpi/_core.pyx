@@ -502,3 +502,33 @@ def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_
     if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,
                     0 if chunk_bytes is None else chunk_bytes) != LP_OK:
         raise ValueError(lp_errmsg().decode())
+
+# ---------------------------------------------------------------- local kernels (model fitting)
+cdef extern from "lpmpi.h" nogil:
+    ctypedef void (*lp_reduce_fn)(void *out, const void *a, const void *b, size_t n)
+    lp_reduce_fn lp_reduce_kernel(int dt, int op)
+
+def reduce_local(out, a, b, op="sum"):
+    """out = a op b elementwise with the engine's own kernel (no communication); for timing
+    the reduction cost gamma.  All three: same dtype and count, out writable."""
+    cdef Buf bo, ba, bb
+    cdef int o = _op(op)
+    cdef lp_reduce_fn fn
+    bo.has_view = ba.has_view = bb.has_view = False
+    try:
+        _get_buf(out, "out", &bo)
+        _get_buf(a, "a", &ba)
+        _get_buf(b, "b", &bb)
+        _check_pair(&ba, &bo, "a", "out")
+        _check_pair(&bb, &bo, "b", "out")
+        _check_op(o, bo.dtype)
+        if bo.readonly:
+            raise ValueError("out is read-only")
+        fn = lp_reduce_kernel(bo.dtype, o)
+        with nogil:
+            fn(bo.ptr, ba.ptr, bb.ptr, bo.count)
+    finally:
+        _release(&bo)
+        _release(&ba)
+        _release(&bb)
+    return out
