@@ -63,8 +63,11 @@ def _env_int(name: str, default: int = 0) -> int:
 
 def _apply_environment() -> None:
     """Read LPMPI_* knobs once, at import (like NCCL reads NCCL_* at init)."""
-    check = os.environ.get("LPMPI_CHECK", "0") not in ("", "0", "false", "no", "off")
-    _core._configure(_env_int("LPMPI_MAX_MSG_BYTES"), _env_int("LPMPI_WINDOW"), check)
+    def flag(name: str) -> bool:
+        return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no", "off")
+
+    _core._configure(_env_int("LPMPI_MAX_MSG_BYTES"), _env_int("LPMPI_WINDOW"), flag("LPMPI_CHECK"),
+                     flag("LPMPI_DEBUG"))
     alg = os.environ.get("LPMPI_ALGORITHM", "").strip() or None
     chunk = _env_int("LPMPI_CHUNK_BYTES") or None
     if alg == "auto":

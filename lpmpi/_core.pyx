@@ -50,12 +50,49 @@ cdef dict _FORMAT = {
 
 # ---------------------------------------------------------------- configuration
 cdef bint _check_enabled = False
+cdef bint _debug = False
+cdef long _mismatches_seen = 0
+cdef set _debug_seen = set()
 
-def _configure(size_t max_msg_bytes, int window, bint check):
+def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
     """Apply environment knobs (called by lpmpi at import)."""
-    global _check_enabled
+    global _check_enabled, _debug
     _check_enabled = check
+    _debug = debug
     lp_configure(max_msg_bytes, window, check)
+
+cdef void _debug_log(int coll, size_t nbytes, MPI_Comm h, int alg, size_t chunk) noexcept:
+    """LPMPI_DEBUG=1: on rank 0, the choice once per collective, size bucket and size."""
+    cdef int rank = 0, size = 0, a = alg, src = -1
+    cdef size_t c = chunk
+    MPI_Comm_rank(h, &rank)
+    MPI_Comm_size(h, &size)
+    bucket = nbytes.bit_length()
+    if rank != 0 or (coll, bucket, size) in _debug_seen:
+        return
+    _debug_seen.add((coll, bucket, size))
+    if alg == LP_ALG_AUTO:
+        lp_select(coll, size, nbytes, 0, 1, &a, &c, &src)
+        if chunk:
+            c = chunk
+    why = ("override", "table", "model")[src] if src >= 0 else "requested"
+    ch = f" chunk {c}" if lp_algo_chunked(a) else ""
+    import sys
+    print(f"lpmpi: {COLLECTIVES[coll]} {nbytes} B (bucket < 2^{bucket}) P={size}: "
+          f"{lp_algo_name(a).decode()}{ch} [{why}]", file=sys.stderr, flush=True)
+
+cdef inline int _after_call(int rc) except -1:
+    """Turn a failed status into an exception; warn once when ranks held different tables."""
+    global _mismatches_seen
+    if lp_table_mismatches() != _mismatches_seen:
+        _mismatches_seen = lp_table_mismatches()
+        if _mismatches_seen == 1:
+            import warnings
+            warnings.warn("lpmpi: ranks of a communicator loaded different tuning tables; "
+                          "'auto' uses the cost model on it", RuntimeWarning, stacklevel=3)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return 0
 
 # ---------------------------------------------------------------- registry
 cdef dict _ALG = {}          # (collective index, name) -> registry index
@@ -323,14 +360,15 @@ def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", c
         _release(&r)
         _local_error(h)
         raise
+    if _debug:
+        _debug_log(C_ALLREDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk)
     try:
         with nogil:
             rc = lp_allreduce(h, s.ptr, r.ptr, s.count, s.dtype, o, alg, chunk, s.mem)
     finally:
         _release(&s)
         _release(&r)
-    if rc != LP_OK:
-        _raise_status(rc)
+    _after_call(rc)
     return recvbuf
 
 
@@ -389,14 +427,15 @@ def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="aut
         raise
     cdef char *rp = r.ptr if is_root else NULL
     cdef int rank_root = root
+    if _debug:
+        _debug_log(C_REDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk)
     try:
         with nogil:
             rc = lp_reduce(h, s.ptr, rp, s.count, s.dtype, o, rank_root, alg, chunk, s.mem)
     finally:
         _release(&s)
         _release(&r)
-    if rc != LP_OK:
-        _raise_status(rc)
+    _after_call(rc)
     return recvbuf if is_root else None
 
 
@@ -426,13 +465,14 @@ def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
         _local_error(h)
         raise
     cdef int rank_root = root
+    if _debug:
+        _debug_log(C_BCAST, b.count * lp_dtype_size(b.dtype), h, alg, chunk)
     try:
         with nogil:
             rc = lp_bcast(h, b.ptr, b.count, b.dtype, rank_root, alg, chunk, b.mem)
     finally:
         _release(&b)
-    if rc != LP_OK:
-        _raise_status(rc)
+    _after_call(rc)
     return buf
 
 # ---------------------------------------------------------------- selection, model, tables
