@@ -16,6 +16,7 @@ from lpmpi._clpmpi cimport *
 from libc.stdint cimport uint64_t
 
 import numpy as np
+from operator import index as _index
 from mpi4py import MPI as PyMPI
 from lpmpi._errors import LPError, MismatchError
 
@@ -139,11 +140,21 @@ cdef int _alg_index(int coll, algorithm) except -2:
                          f"for {COLLECTIVES[coll]}, got {algorithm!r}")
     return idx
 
+cdef object _as_int(x, str name, str what):
+    """int(x) for ints and integer-likes (numpy integers: operator.index), never bool."""
+    if type(x) is int:
+        return x
+    if not isinstance(x, bool):
+        try:
+            return _index(x)
+        except TypeError:
+            pass
+    raise TypeError(f"{name} must be {what}, got {type(x).__name__}")
+
 cdef size_t _chunk(chunk_bytes) except? 0:
     if chunk_bytes is None:
         return 0
-    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int):
-        raise TypeError(f"chunk_bytes must be a positive int or None, got {type(chunk_bytes).__name__}")
+    chunk_bytes = _as_int(chunk_bytes, "chunk_bytes", "a positive int or None")
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes}")
     return chunk_bytes
@@ -203,7 +214,7 @@ cdef struct Buf:
     bint has_view
     Py_buffer view
 
-cdef int _numpy_dtype(cnp.ndarray a) except -1:
+cdef int _numpy_dtype(cnp.ndarray a) except -2:
     cdef cnp.dtype d = <cnp.dtype>cnp.PyArray_DESCR(a)
     if not cnp.PyArray_ISNOTSWAPPED(a):
         raise TypeError("byte-swapped (non-native byte order) arrays are not supported")
@@ -214,7 +225,7 @@ cdef int _numpy_dtype(cnp.ndarray a) except -1:
         return -1
     return t
 
-cdef int _format_dtype(Py_buffer *v) except -1:
+cdef int _format_dtype(Py_buffer *v) except -2:
     fmt = (v.format or b"B").decode("ascii", "replace")
     if fmt[:1] in ("@", "=", "<"):
         fmt = fmt[1:]
@@ -293,8 +304,7 @@ cdef int _check_op(int op, int dtype) except -1:
     return 0
 
 cdef int _check_root(root, int size) except -1:
-    if isinstance(root, bool) or not isinstance(root, int):
-        raise TypeError(f"root must be an int, got {type(root).__name__}")
+    root = _as_int(root, "root", "an int")
     if not 0 <= root < size:
         raise ValueError(f"root {root} is out of range for a communicator of size {size}")
     return 0
@@ -397,7 +407,7 @@ def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="aut
         alg = _alg_index(C_REDUCE, algorithm)
         chunk = _chunk(chunk_bytes)
         MPI_Comm_rank(h, &rank)
-        is_root = rank == root
+        is_root = rank == _index(root)
         inplace = sendbuf is PyMPI.IN_PLACE
         if inplace:
             if recvbuf is None:
@@ -426,7 +436,7 @@ def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="aut
         _local_error(h)
         raise
     cdef char *rp = r.ptr if is_root else NULL
-    cdef int rank_root = root
+    cdef int rank_root = _index(root)
     if _debug:
         _debug_log(C_REDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk)
     try:

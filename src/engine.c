@@ -314,10 +314,11 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
     }
     if (count == 0) return LP_OK;
     if (size == 1) {
-        if (coll != LP_BCAST) {
+        if (coll == LP_BCAST) return LP_OK;
+        if (op == LP_LAND || op == LP_LOR || op == LP_LXOR)   /* a logical result is 0 or 1 */
+            lp_reduce_kernel(dt, LP_LOR)(rbuf, sbuf, sbuf, count);
+        else
             lp_copy(rbuf, sbuf, nbytes);
-            if (op == LP_AVG) lp_scale(rbuf, count, dt, 1.0);
-        }
         return LP_OK;
     }
     lp_args_t a = {
