@@ -7,13 +7,13 @@ Run under ``mpiexec -n P python script.py``.  See API.md for the contract.
 """
 from __future__ import annotations
 
-import enum
 import os
 import warnings
 
 from mpi4py import MPI  # initializes MPI and loads libmpi before the extension
 
 from lpmpi._errors import LPError, MismatchError
+from lpmpi._ops import Op
 from lpmpi import _core
 from lpmpi._core import allreduce, reduce, bcast, algorithms, select
 
@@ -25,22 +25,6 @@ __all__ = [
 ]
 
 IN_PLACE = MPI.IN_PLACE
-
-
-class Op(enum.IntEnum):
-    """Reduction operations (values are the engine's op codes)."""
-
-    SUM = 0
-    PROD = 1
-    MAX = 2
-    MIN = 3
-    AVG = 4
-    LAND = 5
-    LOR = 6
-    LXOR = 7
-    BAND = 8
-    BOR = 9
-    BXOR = 10
 
 
 SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG

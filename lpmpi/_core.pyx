@@ -19,6 +19,7 @@ import numpy as np
 from operator import index as _index
 from mpi4py import MPI as PyMPI
 from lpmpi._errors import LPError, MismatchError
+from lpmpi._ops import Op
 
 cnp.import_array()
 
@@ -184,7 +185,7 @@ for _i, _n in enumerate(OP_NAMES):
 
 cdef int _op(op) except -1:
     cdef MPI_Op h
-    if isinstance(op, int) and not isinstance(op, bool) and 0 <= op < LP_NOPS:   # lpmpi.Op
+    if isinstance(op, Op):
         return op
     if isinstance(op, str):
         i = _OPS.get(op)

@@ -1,7 +1,8 @@
 /* native: the MPI library's own collectives, on lpmpi's private communicator.
  *
  * Where the library lacks a type (float16, bfloat16), does not define an op on a type (MPI
- * has no MAX or bitwise ops on MPI_C_BOOL), or gets an op wrong (Open MPI's vectorized
+ * has no MAX or bitwise ops on MPI_C_BOOL), differs from numpy (MPI's floating MAX/MIN drop
+ * NaN, numpy's propagate it), or gets an op wrong (Open MPI's vectorized
  * 8/16-bit integer SUM/PROD saturates instead of wrapping, open-mpi/ompi#8045), native runs
  * the library's collective with lpmpi's own kernel registered through MPI_Op_create on a
  * contiguous byte type, so results still follow the contract.  AVG is SUM followed by a
@@ -97,6 +98,8 @@ static const MPI_Op *builtin_op(lp_op_t o) {
 static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
     int builtin = builtin_type(d) != MPI_DATATYPE_NULL;
     if (d == LP_BOOL && !(o == LP_LAND || o == LP_LOR || o == LP_LXOR)) builtin = 0;
+    /* MPI's MAX/MIN do not propagate NaN; the contract follows numpy, which does */
+    if ((d == LP_FLOAT32 || d == LP_FLOAT64) && (o == LP_MAX || o == LP_MIN)) builtin = 0;
     if (open_mpi() && (o == LP_SUM || o == LP_PROD) &&
         (d == LP_INT8 || d == LP_INT16 || d == LP_UINT8 || d == LP_UINT16))
         builtin = 0;

@@ -1,0 +1,121 @@
+"""Helpers for tests that spawn ``mpiexec`` (one spawn runs a whole matrix of cases)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+CASES = TESTS / "mpi_cases.py"
+
+# process counts exercised by the spawning tests; P >= 3 oversubscribes a 2-core machine, so
+# those runs use a deterministic sample of the matrix (every Nth case by hash).
+NPROCS = (1, 2, 3, 4, 5)
+
+
+def mpiexec() -> str:
+    """mpiexec of the environment running the tests, else the one on PATH."""
+    cand = Path(sys.executable).parent / "mpiexec"
+    if cand.exists():
+        return str(cand)
+    found = shutil.which("mpiexec") or shutil.which("mpirun")
+    if not found:
+        pytest.fail("mpiexec not found next to sys.executable nor on PATH")
+    return found
+
+
+def lpmpi_path() -> str | None:
+    """Directory to put on the children's PYTHONPATH so they import the same lpmpi as this
+    process would (found without importing it)."""
+    spec = importlib.util.find_spec("lpmpi")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+def child_env(extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_CVAR_", "LPMPI_", "OMPI_"))}
+    paths = [p for p in (lpmpi_path(),) if p]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    if extra:
+        env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(cmd: list[str], env: dict, timeout: float) -> tuple[int | None, str, float]:
+    """Run cmd in its own process group; kill the whole group on timeout.
+    Returns (returncode or None on timeout, combined output, seconds)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True,
+                            cwd=str(TESTS))  # not the repo root: `python -c` puts cwd first
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out, time.monotonic() - t0
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = proc.communicate()
+        return None, out, time.monotonic() - t0
+
+
+def format_failure(cmd, env_extra, rc, out, timeout) -> str:
+    lines = out.splitlines()
+    fails = [ln for ln in lines if ln.startswith("FAIL ")]
+    envs = " ".join(f"{k}={v}" for k, v in (env_extra or {}).items())
+    head = (f"{envs + ' ' if envs else ''}{' '.join(cmd)}\n"
+            + (f"TIMED OUT after {timeout}s (process group killed)" if rc is None
+               else f"exit status {rc}"))
+    parts = [head]
+    if fails:
+        shown = fails[:60]
+        parts.append(f"{len(fails)} FAIL lines (first {len(shown)}):\n" + "\n".join(shown))
+        first = fails[0].split(" case=", 1)[-1].split(": ", 1)[0]
+        if first and not first.startswith("FAIL"):
+            rerun = [c for c in cmd if c != "-u"]
+            if "--stride" in rerun:
+                i = rerun.index("--stride")
+                del rerun[i:i + 2]
+            pattern = re.sub(r"([\\()\[\]{}.*+?^$|])", r"\\\1", first).replace("'", ".")
+            parts.append("rerun one case: " + (envs + " " if envs else "") + " ".join(rerun)
+                         + " --filter '^" + pattern + "$'")
+    rest = [ln for ln in lines if not ln.startswith("FAIL ")]
+    parts.append("---- other output (tail) ----\n" + "\n".join(rest[-60:]))
+    return "\n\n".join(parts)
+
+
+def run_suite(suite: str, nprocs: int, *args: str, env: dict | None = None,
+              timeout: float = 240) -> str:
+    """Spawn ``mpiexec -n nprocs python tests/mpi_cases.py suite args`` and assert success.
+    Returns the output."""
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-u", str(CASES), suite, *args]
+    rc, out, _secs = run(cmd, child_env(env), timeout)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, env, rc, out, timeout), pytrace=False)
+    summary = [ln for ln in out.splitlines() if ln.startswith("SUMMARY")]
+    assert summary, f"no SUMMARY line in output:\n{out[-4000:]}"
+    return out
+
+
+def stride_for(nprocs: int, base: dict | None = None) -> str:
+    """--stride value for a process count (P >= 3 oversubscribe the 2-core machine)."""
+    table = base or {1: 1, 2: 1, 3: 1, 4: 2, 5: 3}
+    return str(table.get(nprocs, 10))

@@ -1,0 +1,30 @@
+"""pytest configuration for lpmpi's tests.
+
+Two kinds of tests live here:
+- in-process tests (test_api.py): importing lpmpi initializes MPI as a singleton (size 1);
+- spawning tests: each runs ``mpiexec -n P python tests/mpi_cases.py SUITE`` once per process
+  count, with a hard timeout, and shows the ``FAIL rank=R case=...`` lines on failure.
+  To rerun a single failing case by hand::
+
+      mpiexec -n 3 python tests/mpi_cases.py allreduce --filter 'alg=lp dtype=float32'
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `import _mpi` in any import mode
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "mpi: spawns mpiexec (multi-process cases)")
+
+
+def pytest_report_header(config):
+    import _mpi
+
+    try:
+        import ml_dtypes  # noqa: F401
+        bf16 = "yes"
+    except ImportError:
+        bf16 = "no (bfloat16 cases skipped)"
+    return [(f"lpmpi tests: mpiexec={_mpi.mpiexec()} lpmpi from={_mpi.lpmpi_path()} "
+             f"ml_dtypes={bf16}")]

@@ -1,0 +1,116 @@
+"""Environment knobs and import behaviour, each in a fresh interpreter (lpmpi reads its
+environment at import): LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES override "auto", a broken
+LPMPI_TUNING_FILE is ignored with a warning, importing lpmpi never initializes MPI itself."""
+import json
+import sys
+import textwrap
+
+import pytest
+from _mpi import child_env, run, run_suite
+
+
+def python(code, env=None, timeout=60):
+    """Run `code` in a new single-process interpreter (MPI singleton); returns output."""
+    cmd = [sys.executable, "-c", textwrap.dedent(code)]
+    rc, out, _ = run(cmd, child_env(env), timeout)
+    assert rc == 0, f"exit status {rc} (env {env}):\n{out[-6000:]}"
+    return out
+
+
+@pytest.mark.parametrize("alg", ["lp", "mst", "be", "native"])
+def test_env_algorithm_overrides_auto(alg):
+    out = python("""
+        import json, lpmpi
+        from mpi4py import MPI
+        res = {}
+        for coll in ("allreduce", "reduce", "bcast"):
+            for nbytes in (0, 1, 4096, 1 << 20, 1 << 31, 1 << 33):
+                res[f"{coll} {nbytes}"] = list(lpmpi.select(coll, nbytes))
+                res[f"{coll} {nbytes} self"] = list(lpmpi.select(coll, nbytes, MPI.COMM_SELF))
+        print("RESULT", json.dumps(res))
+        """, env={"LPMPI_ALGORITHM": alg})
+    res = json.loads(out.split("RESULT", 1)[1])
+    bad = {k: v for k, v in res.items() if v[0] != alg}
+    assert not bad, f"LPMPI_ALGORITHM={alg} not used by select: {bad}"
+
+
+def test_env_algorithm_ring_allreduce():
+    out = python("""
+        import lpmpi
+        print("RESULT", lpmpi.select("allreduce", 1 << 20)[0])
+        """, env={"LPMPI_ALGORITHM": "ring"})
+    assert out.split("RESULT", 1)[1].split()[0] == "ring"
+
+
+@pytest.mark.parametrize("chunk", [8, 4096, 12345, 1 << 22])
+def test_env_chunk_bytes_overrides_auto(chunk):
+    out = python("""
+        import lpmpi
+        for coll in ("allreduce", "reduce", "bcast"):
+            for nbytes in (1 << 16, 1 << 24, 1 << 32):
+                print("RESULT", coll, nbytes, *lpmpi.select(coll, nbytes))
+        """, env={"LPMPI_ALGORITHM": "lp", "LPMPI_CHUNK_BYTES": chunk})
+    rows = [ln.split()[1:] for ln in out.splitlines() if ln.startswith("RESULT")]
+    assert len(rows) == 9
+    for coll, nbytes, alg, cb in rows:
+        assert alg == "lp", rows
+        if int(nbytes) >= chunk:  # (a chunk larger than the message may be clipped)
+            assert int(cb) == chunk, f"{coll} {nbytes}: chunk {cb} != LPMPI_CHUNK_BYTES={chunk}"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+def test_env_override_results(nprocs):
+    """algorithm="auto" cases of the matrices, run with auto forced to lp and tiny chunks."""
+    env = {"LPMPI_ALGORITHM": "lp", "LPMPI_CHUNK_BYTES": 8}
+    for suite in ("allreduce", "reduce", "bcast"):
+        run_suite(suite, nprocs, "--filter", r"alg=auto\b", "--stride", str(nprocs - 1),
+                  env=env)
+
+
+def test_import_does_not_initialize_mpi():
+    python("""
+        import mpi4py
+        mpi4py.rc.initialize = False
+        mpi4py.rc.finalize = False
+        import lpmpi
+        from mpi4py import MPI
+        assert not MPI.Is_initialized(), "import lpmpi initialized MPI"
+        MPI.Init()
+        import numpy as np
+        y = lpmpi.allreduce(np.arange(5.0))
+        assert np.array_equal(y, np.arange(5.0)), y
+        MPI.Finalize()
+        print("ok")
+        """)
+
+
+@pytest.mark.parametrize("content", ["this is { not json", "", json.dumps({"version": 999999}),
+                                     json.dumps([1, 2, 3]), None],
+                         ids=["garbage", "empty", "future_version", "list", "missing"])
+def test_bad_tuning_file_is_ignored_with_a_warning(tmp_path, content):
+    path = tmp_path / "table.json"
+    if content is not None:
+        path.write_text(content)
+    out = python("""
+        import warnings
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            import lpmpi
+        for x in w:
+            print("WARNING", x.category.__name__, x.message)
+        import numpy as np
+        for coll in ("allreduce", "reduce", "bcast"):
+            alg, cb = lpmpi.select(coll, 1 << 20)
+            assert alg in lpmpi.algorithms(coll), (coll, alg)
+        y = lpmpi.allreduce(np.ones(10), algorithm="auto")
+        assert (y == 1).all()
+        print("ok")
+        """, env={"LPMPI_TUNING_FILE": str(path)})
+    assert "ok" in out
+    # "ignored with one warning": as a Python warning or on stderr, mentioning the table
+    low = out.lower()
+    assert ("warning" in low or "warn" in low) and ("tun" in low or "table" in low
+                                                    or str(path).lower() in low), out
+    py_warnings = [ln for ln in out.splitlines() if ln.startswith("WARNING")]
+    assert len(py_warnings) <= 1, f"more than one warning: {py_warnings}"
