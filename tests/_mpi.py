@@ -43,7 +43,7 @@ def lpmpi_path() -> str | None:
 
 def child_env(extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_CVAR_", "LPMPI_", "OMPI_"))}
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_CVAR_", "LPMPI_"))}
     paths = [p for p in (lpmpi_path(),) if p]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
@@ -51,6 +51,9 @@ def child_env(extra: dict | None = None) -> dict:
         env["PYTHONPATH"] = os.pathsep.join(paths)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # oversubscribed MPICH (P > cores) busy-polls; throttling makes waiting ranks yield
+    env["MPIR_CVAR_CH4_PROGRESS_THROTTLE"] = "1"
+    env["MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT"] = "16"
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
     if extra:
