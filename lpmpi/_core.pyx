@@ -23,6 +23,12 @@ from lpmpi._ops import Op
 
 cnp.import_array()
 
+# looked up once: these sit on every call's path
+cdef object _IN_PLACE = PyMPI.IN_PLACE
+cdef object _WORLD = PyMPI.COMM_WORLD
+cdef type _Comm = PyMPI.Comm
+cdef type _MPIOp = PyMPI.Op
+
 # element types, in the order of lp_dtype_t
 DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
@@ -164,8 +170,8 @@ cdef size_t _chunk(chunk_bytes) except? 0:
 cdef int _comm(comm, MPI_Comm *out, int *size) except -1:
     cdef int inter = 0
     if comm is None:
-        comm = PyMPI.COMM_WORLD
-    elif not isinstance(comm, PyMPI.Comm):
+        comm = _WORLD
+    elif not isinstance(comm, _Comm):
         raise TypeError(f"comm must be an mpi4py communicator (MPI.Comm) or None, got {type(comm).__name__}")
     cdef MPI_Comm h = (<MPI.Comm>comm).ob_mpi
     if h == MPI_COMM_NULL:
@@ -191,7 +197,7 @@ cdef int _op(op) except -1:
         i = _OPS.get(op)
         if i is not None:
             return i
-    elif isinstance(op, PyMPI.Op):
+    elif isinstance(op, _MPIOp):
         h = (<MPI.Op>op).ob_mpi
         if h == MPI_SUM: return 0
         if h == MPI_PROD: return 1
@@ -347,7 +353,7 @@ def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", c
         o = _op(op)
         alg = _alg_index(C_ALLREDUCE, algorithm)
         chunk = _chunk(chunk_bytes)
-        inplace = sendbuf is PyMPI.IN_PLACE
+        inplace = sendbuf is _IN_PLACE
         if inplace:
             if recvbuf is None:
                 raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
@@ -409,7 +415,7 @@ def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="aut
         chunk = _chunk(chunk_bytes)
         MPI_Comm_rank(h, &rank)
         is_root = rank == _index(root)
-        inplace = sendbuf is PyMPI.IN_PLACE
+        inplace = sendbuf is _IN_PLACE
         if inplace:
             if recvbuf is None:
                 raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
@@ -466,7 +472,7 @@ def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
         _check_root(root, size)
         alg = _alg_index(C_BCAST, algorithm)
         chunk = _chunk(chunk_bytes)
-        if buf is PyMPI.IN_PLACE or buf is None:
+        if buf is _IN_PLACE or buf is None:
             raise TypeError("buf must be an array, not IN_PLACE or None")
         _get_buf(buf, "buf", &b)
         if b.readonly:

@@ -144,13 +144,20 @@ int lp_algo_find(lp_coll_t coll, const char *name) {
     return -1;
 }
 
+/* generation of everything "auto" reads (model, table, overrides): cached decisions from an
+ * older generation are stale.  Starts at 1 so zeroed cache entries never match. */
+static unsigned long select_gen = 1;
+
 /* ---------------------------------------------------------------- model */
 /* defaults for a 2-core VM with the mpich wheel: alpha is the effective per-chunk cost of
  * a pipeline step (latency plus the rendezvous handshake), which sets the chunk size;
  * lpmpi.model refits all three on the running machine */
 static lp_model_t model = {8e-6, 0.2e-9, 0.15e-9};
 
-void lp_model_set(double a, double b, double g) { model.alpha = a; model.beta = b; model.gamma = g; }
+void lp_model_set(double a, double b, double g) {
+    model.alpha = a; model.beta = b; model.gamma = g;
+    select_gen++;
+}
 void lp_model_get(double *a, double *b, double *g) { *a = model.alpha; *b = model.beta; *g = model.gamma; }
 
 double lp_algo_predict(int alg, int P, double n, double c) {
@@ -181,7 +188,7 @@ static size_t ovr_chunk[LP_NCOLLS];
 static uint64_t table_hash;
 static long table_mismatch;
 
-void lp_table_clear(void) { nrows = 0; table_hash = 0; }
+void lp_table_clear(void) { nrows = 0; table_hash = 0; select_gen++; }
 void lp_table_set_hash(uint64_t h) { table_hash = h; }
 long lp_table_mismatches(void) { return table_mismatch; }
 
@@ -207,6 +214,7 @@ int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int 
         cap_rows = cap;
     }
     rows[nrows++] = (row_t){(int)coll, (int)mem, P, alg, lo, hi, chunk};
+    select_gen++;
     return LP_OK;
 }
 
@@ -214,6 +222,7 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
     if ((int)coll < 0 || coll >= LP_NCOLLS) return;
     ovr_alg[coll] = alg;
     ovr_chunk[coll] = chunk;
+    select_gen++;
 }
 
 void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg, size_t *chunk,
@@ -297,7 +306,18 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
     size_t esize = lp_dtype_size(dt), nbytes = count * esize;
     if (alg == LP_ALG_AUTO) {
         size_t c;
-        lp_select(coll, size, nbytes, mem, ctx->table_state > 0, &alg, &c, &src);
+        if (ctx->last[coll].gen == select_gen && ctx->last[coll].nbytes == nbytes &&
+            ctx->last[coll].mem == (int)mem) {
+            alg = ctx->last[coll].alg;
+            c = ctx->last[coll].chunk;
+        } else {
+            lp_select(coll, size, nbytes, mem, ctx->table_state > 0, &alg, &c, &src);
+            ctx->last[coll].gen = select_gen;
+            ctx->last[coll].nbytes = nbytes;
+            ctx->last[coll].mem = (int)mem;
+            ctx->last[coll].alg = alg;
+            ctx->last[coll].chunk = c;
+        }
         if (!chunk_bytes) chunk_bytes = c;
     } else if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll) {
         return LP_FAIL(LP_ERR_ARG, "algorithm %d is not a %s algorithm", alg,

@@ -27,6 +27,12 @@ typedef struct lp_ctx {
     MPI_Request *reqs;        /* grow-only request array */
     size_t nreqs;
     int table_state;          /* 0 unchecked, 1 every rank has the same table, -1 they differ */
+    struct {                  /* auto's last decision per collective (the model is not free) */
+        unsigned long gen;
+        size_t nbytes;
+        int mem, alg;
+        size_t chunk;
+    } last[LP_NCOLLS];
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 } lp_ctx_t;
 
