@@ -65,3 +65,30 @@ def _apply_environment() -> None:
 
 
 _apply_environment()
+
+# ---------------------------------------------------------------- tuning tables and explain
+# (lpmpi/tables.py): the shipped tables, or LPMPI_TUNING_FILE, go into the engine now; a bad
+# table gives one TuningWarning and the cost model's defaults, never an exception.
+from typing import TYPE_CHECKING
+
+from lpmpi import tables
+from lpmpi.tables import TuningWarning
+
+if TYPE_CHECKING:
+    from lpmpi._explain import Explanation
+
+__all__ += ["TuningWarning", "explain"]
+
+
+def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: str = "host") -> Explanation:
+    """What algorithm="auto" picks for this call and why (override, table row or model, with
+    every algorithm's predicted time); print it.  See :func:`lpmpi._explain.explain`.
+
+    >>> print(lpmpi.explain("allreduce", 1 << 20))   # doctest: +SKIP
+    """
+    from lpmpi._explain import explain as _explain  # imported on first use: keeps import fast
+
+    return _explain(collective, nbytes, comm, memory)
+
+
+tables.load()

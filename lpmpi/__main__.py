@@ -23,6 +23,7 @@ def info() -> None:
     from lpmpi import _core
 
     comm = MPI.COMM_WORLD
+    here = lpmpi.tables.fingerprint(comm)   # collective: before the other ranks wait
     if comm.rank != 0:
         comm.Barrier()
         return
@@ -34,6 +35,9 @@ def info() -> None:
         print(f"{coll} algorithms: {', '.join(lpmpi.algorithms(coll))}")
     a, b, g = _core.model_get()
     print(f"model: alpha {a * 1e6:.2f} us, beta {1 / b / 1e9:.2f} GB/s, gamma {1 / g / 1e9:.2f} GB/s")
+    print(f"machine: {here['cpu_model']}, {here['ranks_per_node']} rank(s) per node, {here['nodes']} node(s)")
+    for line in lpmpi.tables.describe(here):
+        print(line)
     env = {k: v for k, v in os.environ.items() if k.startswith("LPMPI_")}
     print(f"environment: {env if env else 'no LPMPI_* variables'}")
     print(f'"auto" at P = {comm.size} (host memory):')

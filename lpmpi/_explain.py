@@ -1,0 +1,93 @@
+"""``lpmpi.explain``: what "auto" picks for a call and why."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from lpmpi import _core, model, tables
+
+_SOURCES = {
+    "override": "environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES)",
+    "table": "tuning table",
+    "model": "cost model (no table row applies)",
+}
+
+
+@dataclass
+class Explanation:
+    """The choice of "auto" for one call, with its reasons; ``str()`` gives a readable report."""
+
+    collective: str
+    nbytes: int
+    nprocs: int
+    memory: str
+    algorithm: str
+    chunk_bytes: int | None
+    source: str                                   # "override", "table" or "model"
+    override: dict[str, str] = field(default_factory=dict)
+    table_path: str | None = None
+    table_row: tables.Row | None = None
+    table_note: str = ""
+    model: model.Model | None = None
+    predictions: list[tuple[str, int | None, float]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
+        lines = [f"{self.collective} of {self.nbytes} B on {self.nprocs} rank(s), {self.memory} memory:",
+                 f"  auto -> {self.algorithm}{chunk}",
+                 f"  because: {_SOURCES.get(self.source, self.source)}"]
+        if self.override:
+            lines.append("  environment: " + " ".join(f"{k}={v}" for k, v in self.override.items()))
+        if self.table_row is not None:
+            r = self.table_row
+            hi = "inf" if r.hi == float("inf") else f"{r.hi:g}"
+            lines.append(f"  table row: [{r.lo:g}, {hi}) B -> {r.algorithm}"
+                         + (f" chunk {r.chunk_bytes}" if r.chunk_bytes else "") + f"  ({self.table_path})")
+        elif self.table_note:
+            lines.append(f"  table: {self.table_note}")
+        if self.model is not None:
+            lines.append(f"  model: {self.model}")
+        lines.append("  model prediction per algorithm:")
+        for alg, ch, t in self.predictions:
+            mark = " <- model's pick" if (alg, ch) == self.predictions[0][:2] else ""
+            lines.append(f"    {alg:<7} {'chunk ' + str(ch) if ch else '':<15} {t * 1e6:12.2f} us{mark}")
+        return "\n".join(lines)
+
+
+def _table_context(collective: str, nbytes: int, nprocs: int, memory: str
+                   ) -> tuple[str | None, tables.Row | None, str]:
+    """(path, row, note): the table row covering this call, or why none applies."""
+    st = tables.status()
+    if st.source == "disabled":
+        return None, None, f"disabled ({tables.ENV_FILE}=none)"
+    for t in st.tables_for(nprocs, memory):
+        row = t.lookup(collective, nbytes)
+        if row is not None:
+            return t.path, row, ""
+        return t.path, None, f"{t.path} has no {collective} row for {nbytes} B"
+    if not st.applied:
+        why = "; ".join(f"{p}: {w}" for p, w in st.ignored) or "none loaded"
+        return None, None, f"no table applies ({why})"
+    have = ", ".join(f"P={t.nprocs} ({t.memory})" for t in st.applied)
+    return None, None, f"loaded tables are for {have}, not P={nprocs} ({memory})"
+
+
+def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host") -> Explanation:
+    """What algorithm="auto" picks for ``collective`` of ``nbytes`` bytes on ``comm`` and why:
+    the environment override, the tuning-table row, or the cost model, with the model's
+    predicted time of every algorithm.  Local: no communication.
+
+    >>> import lpmpi
+    >>> print(lpmpi.explain("allreduce", 1 << 20))   # doctest: +SKIP
+    """
+    from mpi4py import MPI
+
+    alg, chunk, source = _core.explain_choice(collective, nbytes, comm, memory)
+    nprocs = (MPI.COMM_WORLD if comm is None else comm).Get_size()
+    path, row, note = _table_context(collective, nbytes, nprocs, memory)
+    if _core.table_mismatches():
+        note += " (ranks held different tables on some communicator: the model is used there)"
+    env = {k: v for k, v in os.environ.items() if k in ("LPMPI_ALGORITHM", "LPMPI_CHUNK_BYTES")}
+    return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
+                       model.current(), model.predict_all(collective, nprocs, nbytes))

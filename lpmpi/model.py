@@ -1,0 +1,203 @@
+"""The alpha-beta-gamma cost model behind "auto" where no tuning table applies.
+
+alpha: seconds per message (latency), beta: seconds per byte moved, gamma: seconds per byte
+reduced.  Each algorithm's cost formula lives once, in the engine's registry (``src/registry.c``);
+this module only fits the three parameters on the running machine and asks the engine for
+predictions.
+
+    mpiexec -n 2 python -c "import lpmpi.model as m; print(m.fit())"
+
+:func:`fit` is collective (every rank of ``comm`` calls it) and installs the same parameters on
+every rank, so that "auto" keeps deciding from inputs all ranks share.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lpmpi import _core
+
+PINGPONG_SIZES = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20)
+GAMMA_BYTES = 8 << 20
+MIN_CHUNK = 1 << 10
+MAX_CHUNK = 1 << 24
+
+
+@dataclass(frozen=True)
+class Model:
+    """Model parameters: alpha s/message, beta s/byte moved, gamma s/byte reduced."""
+
+    alpha: float
+    beta: float
+    gamma: float
+
+    def __str__(self) -> str:
+        return (f"alpha {self.alpha * 1e6:.2f} us, beta {_gbps(self.beta)} (transfer), "
+                f"gamma {_gbps(self.gamma)} (reduction)")
+
+
+def _gbps(per_byte: float) -> str:
+    return f"{1e-9 / per_byte:.2f} GB/s" if per_byte > 0 else "inf GB/s"
+
+
+def current() -> Model:
+    """The parameters "auto" uses now."""
+    return Model(*_core.model_get())
+
+
+def install(model: Model) -> None:
+    """Make ``model`` the parameters of "auto" (and of :func:`predict`) in this process."""
+    if not all(math.isfinite(v) and v >= 0 for v in (model.alpha, model.beta, model.gamma)):
+        raise ValueError(f"model parameters must be finite and >= 0, got {model}")
+    _core.model_set(model.alpha, model.beta, model.gamma)
+
+
+# ----------------------------------------------------------------------------- predictions
+
+
+def predict(collective: str, algorithm: str, nprocs: int, nbytes: float,
+            chunk_bytes: int | None = None) -> float:
+    """Model time (seconds) of one algorithm; ``chunk_bytes`` None = the model's best chunk.
+
+    >>> predict("allreduce", "lp", 4, 1 << 20) > 0
+    True
+    """
+    return float(_core.predict(collective, algorithm, nprocs, nbytes, chunk_bytes))
+
+
+def best_chunk(collective: str, algorithm: str, nprocs: int, nbytes: int) -> int | None:
+    """The engine's model-optimal chunk (a power of two, 1 KiB .. 16 MiB), None if unchunked."""
+    return _core.best_chunk(collective, algorithm, nprocs, nbytes)
+
+
+def predict_all(collective: str, nprocs: int, nbytes: int) -> list[tuple[str, int | None, float]]:
+    """``[(algorithm, chunk_bytes, seconds)]`` for every algorithm, fastest first."""
+    out = []
+    for name in _core.algorithms(collective):
+        chunk = best_chunk(collective, name, nprocs, nbytes)
+        out.append((name, chunk, predict(collective, name, nprocs, nbytes, chunk)))
+    return sorted(out, key=lambda r: r[2])
+
+
+def lp_optimal_chunk(nprocs: int, nbytes: float, model: Model | None = None) -> float:
+    """The analytic LP chunk: b minimising (P - 1 + n/b)(alpha + b(beta + gamma)),
+    b* = sqrt(n alpha / ((P - 1)(beta + gamma))), clipped to [1 byte, n]."""
+    m = current() if model is None else model
+    if nprocs < 2 or nbytes <= 0:
+        return float(max(nbytes, 1))
+    per_byte = m.beta + m.gamma
+    if per_byte <= 0:
+        return float(nbytes)
+    return min(float(nbytes), max(1.0, math.sqrt(nbytes * m.alpha / ((nprocs - 1) * per_byte))))
+
+
+def pow2_chunk(chunk: float, nbytes: int) -> int:
+    """``chunk`` rounded to the nearest power of two (in log scale) among :func:`grid_chunks`."""
+    chunks = grid_chunks(nbytes)
+    k = round(math.log2(max(chunk, 1.0)))
+    return int(min(chunks[-1], max(chunks[0], 1 << max(0, k))))
+
+
+def grid_chunks(nbytes: int) -> list[int]:
+    """The chunk sizes of the exhaustive grid: powers of two from 1 KiB up to the message size,
+    at most 16 MiB (at least one: 1 KiB)."""
+    top = max(MIN_CHUNK, min(MAX_CHUNK, 1 << max(0, int(nbytes).bit_length() - 1)))
+    return [1 << k for k in range(MIN_CHUNK.bit_length() - 1, top.bit_length())]
+
+
+def grid(collective: str, nbytes: int) -> list[tuple[str, int | None]]:
+    """The exhaustive grid of a bucket, the yardstick of the tuner's regret: every unchunked
+    algorithm once, every chunked one with every chunk of :func:`grid_chunks`."""
+    out: list[tuple[str, int | None]] = []
+    for name, _, chunked in _core._algorithm_info(collective):
+        out += [(name, c) for c in grid_chunks(nbytes)] if chunked else [(name, None)]
+    return out
+
+
+# ----------------------------------------------------------------------------- fitting
+
+
+def pingpong(comm: Any, sizes: Sequence[int] = PINGPONG_SIZES, reps: int = 20,
+             warmup: int = 3) -> dict[int, float]:
+    """One-way time (seconds) per message size: ranks 2k and 2k+1 ping-pong at the same time;
+    per size the slowest pair's median half round trip.  Collective; P >= 2."""
+    from mpi4py import MPI
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    peer = rank ^ 1 if (rank ^ 1) < size else None
+    out: dict[int, float] = {}
+    for n in sizes:
+        buf = np.zeros(max(n, 1), np.uint8)
+        times = np.zeros(reps)
+        for i in range(warmup + reps):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            if peer is not None and rank % 2 == 0:
+                comm.Send(buf, peer, 77)
+                comm.Recv(buf, peer, 77)
+            elif peer is not None:
+                comm.Recv(buf, peer, 77)
+                comm.Send(buf, peer, 77)
+            if i >= warmup:
+                times[i - warmup] = (time.perf_counter() - t0) / 2
+        mine = float(np.median(times)) if peer is not None else 0.0
+        out[n] = comm.allreduce(mine, op=MPI.MAX)
+    return out
+
+
+def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
+    """Least squares ``t = alpha + beta n`` in relative error (each size counts alike);
+    both clipped to >= 0."""
+    n = np.array(sorted(times), dtype=float)
+    t = np.array([times[int(k)] for k in n])
+    if len(n) < 2:
+        raise ValueError("fit_alpha_beta needs at least two sizes")
+    w = 1.0 / np.maximum(t, 1e-12)
+    a = np.stack([w, n * w], axis=1)
+    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if beta <= 0:  # degenerate (noise): the largest size's bandwidth
+        beta = t[-1] / n[-1]
+    return max(float(alpha), 0.0), float(beta)
+
+
+def measure_gamma(comm: Any, nbytes: int = GAMMA_BYTES, reps: int = 7) -> float:
+    """Seconds per byte of the engine's float32 SUM kernel (``_core.reduce_local``), all ranks at
+    once (they share the memory bus, as in a collective); the slowest rank's median.  Collective."""
+    from mpi4py import MPI
+
+    n = max(nbytes // 4, 1)
+    a, b, out = np.ones(n, np.float32), np.full(n, 2.0, np.float32), np.empty(n, np.float32)
+    times = []
+    for i in range(reps + 1):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        _core.reduce_local(out, a, b, "sum")
+        if i:
+            times.append(time.perf_counter() - t0)
+    return comm.allreduce(float(np.median(times)), op=MPI.MAX) / (n * 4)
+
+
+def fit(comm: Any = None, *, sizes: Sequence[int] = PINGPONG_SIZES, reps: int = 20,
+        apply: bool = True) -> Model:
+    """Fit alpha and beta (ping-pongs) and gamma (kernel timings) on this machine; collective.
+
+    Every rank gets the same parameters; with ``apply`` they become "auto"'s model.  With one
+    process only gamma is measured (alpha and beta keep their current values).
+    """
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    gamma = measure_gamma(comm)
+    if comm.Get_size() >= 2:
+        alpha, beta = fit_alpha_beta(pingpong(comm, sizes, reps))
+    else:
+        alpha, beta = current().alpha, current().beta
+    model = Model(*comm.bcast((alpha, beta, gamma), root=0))
+    if apply:
+        install(model)
+    return model

@@ -1,0 +1,540 @@
+"""Tuning tables: versioned JSON files that tell "auto" which algorithm and chunk size to use.
+
+A table is written by the tuner (``lpmpi-tune``) for one MPI library, process count P and
+memory kind, and read at ``import lpmpi``: the shipped ones in ``lpmpi/tables/*.json``, or the
+file named by ``LPMPI_TUNING_FILE`` instead (``LPMPI_TUNING_FILE=none``: no table at all).
+Never pickle: plain JSON, validated on load.
+
+Schema (version 1)::
+
+    {
+      "lpmpi_table_version": 1,
+      "fingerprint": {"mpi_library": "MPICH Version: 5.0.2", "nprocs": 2, "ranks_per_node": 2,
+                      "memory": "host", "cpu_model": "Intel(R) Xeon(R) Processor", ...},
+      "tuner": {"command": "...", "settings": {...}, ...},          # free-form, informative
+      "collectives": {
+        "allreduce": [
+          {"lo": 0, "hi": 1448, "algorithm": "native", "chunk_bytes": null,
+           "measured": [{"nbytes": 8, "time_us": 5.1, "native_us": 5.1}, ...]},
+          {"lo": 1448, "hi": "inf", "algorithm": "lp", "chunk_bytes": 262144, "measured": [...]}
+        ],
+        "bcast": [...], "reduce": [...]
+      }
+    }
+
+A row covers messages of ``lo <= nbytes < hi`` bytes (``"inf"`` allowed as ``hi``); rows of a
+collective are sorted and do not overlap.  ``chunk_bytes`` is a positive int or null (null: the
+model's chunk); algorithms without chunks ignore it.
+
+Matching policy.  Rows are keyed by P in the engine, so a table for P = 2 applies only to
+communicators of 2 ranks; other sizes use the cost model.  A table from another MPI library
+(its name, e.g. "MPICH" or "Open MPI", differs from the running one's) is foreign: ignored,
+with one warning.  A different library version, CPU model or ranks-per-node still applies and
+is reported by :func:`status` (``python -m lpmpi info``).  Problems (corrupt file, future
+version, foreign library, invalid rows) give exactly one warning at import, never an exception;
+invalid rows are skipped and the model covers their sizes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TABLE_VERSION = 1
+VERSION_KEY = "lpmpi_table_version"
+ENV_FILE = "LPMPI_TUNING_FILE"
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables")
+COLLECTIVES = ("allreduce", "reduce", "bcast")
+MEMORY_KINDS = ("host", "cuda")
+INF = "inf"
+
+
+class TuningWarning(UserWarning):
+    """A tuning table was missing, corrupt, foreign or had invalid rows (it was ignored)."""
+
+
+class TableError(ValueError):
+    """A tuning table that cannot be used at all (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One size range of one collective: messages of ``lo <= nbytes < hi`` use ``algorithm``."""
+
+    collective: str
+    lo: float
+    hi: float
+    algorithm: str
+    chunk_bytes: int | None
+    measured: tuple[Mapping[str, Any], ...] = ()
+
+    def covers(self, nbytes: float) -> bool:
+        """True when this row applies to a message of ``nbytes`` bytes."""
+        return self.lo <= nbytes < self.hi
+
+
+@dataclass
+class Table:
+    """A validated table: its fingerprint, the tuner's notes and the usable rows."""
+
+    fingerprint: dict[str, Any]
+    rows: list[Row]
+    tuner: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+    skipped: list[str] = field(default_factory=list)   # reasons for rows that were dropped
+    model: tuple[float, float, float] | None = None     # fitted (alpha, beta, gamma), if any
+
+    @property
+    def nprocs(self) -> int:
+        return int(self.fingerprint["nprocs"])
+
+    @property
+    def memory(self) -> str:
+        return str(self.fingerprint["memory"])
+
+    def lookup(self, collective: str, nbytes: float) -> Row | None:
+        """The row of ``collective`` covering ``nbytes``, or None."""
+        return next((r for r in self.rows if r.collective == collective and r.covers(nbytes)), None)
+
+
+# ----------------------------------------------------------------------------- fingerprint
+
+
+def library_version_line() -> str:
+    """First line of ``MPI.Get_library_version()``, whitespace collapsed (callable before MPI_Init)."""
+    from mpi4py import MPI
+
+    lines = MPI.Get_library_version().strip().splitlines()
+    return " ".join(lines[0].split()) if lines else "unknown"
+
+
+def library_name(line: str) -> str:
+    """The MPI library's name without its version: "MPICH Version: 5.0.2" -> "MPICH".
+
+    >>> library_name("Open MPI v5.0.3, package: Open MPI x Distribution")
+    'Open MPI'
+    """
+    words: list[str] = []
+    for word in line.split():
+        bare = word.rstrip(",:;")
+        version = bare[:1].isdigit() or (bare[:1] in "vV" and bare[1:2].isdigit())
+        if not bare or version or bare.lower() in ("version", "release"):
+            break
+        words.append(bare)
+        if bare != word:  # "Name," or "Name:" ends the name
+            break
+    return " ".join(words) or line.strip()
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (or the platform's processor string)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def fingerprint(comm: Any = None, memory: str = "host") -> dict[str, Any]:
+    """The fingerprint of a communicator on this machine (collective: call on every rank)."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        per_node = comm.allreduce(node.Get_size(), op=MPI.MAX)
+        nodes = comm.allreduce(1 if node.Get_rank() == 0 else 0)
+    finally:
+        node.Free()
+    return {
+        "mpi_library": library_version_line(),
+        "nprocs": comm.Get_size(),
+        "ranks_per_node": per_node,
+        "nodes": nodes,
+        "memory": memory,
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def compare_fingerprint(fp: Mapping[str, Any], here: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    """``(applies, differences)``: a table applies when its MPI library's name is the running
+    one's; the other fields present in both (version, CPU, P, ranks per node) are listed when
+    they differ."""
+    applies = library_name(str(fp.get("mpi_library", ""))) == library_name(str(here.get("mpi_library", "")))
+    diffs = [f"{k}: table {fp[k]!r}, here {here[k]!r}"
+             for k in ("mpi_library", "nprocs", "ranks_per_node", "memory", "cpu_model")
+             if k in fp and k in here and fp[k] != here[k]]
+    return applies, diffs
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _bound(value: Any, what: str, allow_inf: bool) -> float:
+    if allow_inf and value == INF:
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        kinds = 'a finite number or "inf"' if allow_inf else "a finite number"
+        raise TableError(f"{what} must be {kinds}, got {value!r}")
+    if value < 0:
+        raise TableError(f"{what} must be >= 0, got {value!r}")
+    return float(value)
+
+
+def _row(collective: str, raw: Any, algorithms: Mapping[str, bool]) -> Row:
+    """One row, validated; raises TableError with the reason."""
+    if not isinstance(raw, dict):
+        raise TableError(f"a row must be an object, got {type(raw).__name__}")
+    missing = [k for k in ("lo", "hi", "algorithm") if k not in raw]
+    if missing:
+        raise TableError(f"missing {', '.join(missing)}")
+    lo = _bound(raw["lo"], "lo", allow_inf=False)
+    hi = _bound(raw["hi"], "hi", allow_inf=True)
+    if not lo < hi:
+        raise TableError(f"empty range [{raw['lo']}, {raw['hi']})")
+    alg = raw["algorithm"]
+    if not isinstance(alg, str) or alg not in algorithms:
+        raise TableError(f"unknown algorithm {alg!r} for {collective} (known: {', '.join(algorithms)})")
+    chunk = raw.get("chunk_bytes")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0):
+        raise TableError(f"chunk_bytes must be a positive int or null, got {chunk!r}")
+    measured = raw.get("measured", [])
+    if not isinstance(measured, list) or not all(isinstance(m, dict) for m in measured):
+        raise TableError("measured must be a list of objects")
+    return Row(collective, lo, hi, alg, chunk if algorithms[alg] else None, tuple(measured))
+
+
+def _rows(collective: str, raws: Any, algorithms: Mapping[str, bool], skipped: list[str]) -> list[Row]:
+    """The valid rows of one collective, in order; invalid or overlapping ones go to ``skipped``."""
+    if not isinstance(raws, list):
+        skipped.append(f"{collective}: rows must be a list, got {type(raws).__name__}")
+        return []
+    rows: list[Row] = []
+    for i, raw in enumerate(raws):
+        try:
+            row = _row(collective, raw, algorithms)
+            if rows and row.lo < rows[-1].hi:
+                raise TableError(f"range [{row.lo:g}, {row.hi:g}) overlaps or precedes the row before "
+                                 f"(ranges must be sorted and disjoint)")
+        except TableError as exc:
+            skipped.append(f"{collective} row {i}: {exc}")
+            continue
+        rows.append(row)
+    return rows
+
+
+def _fingerprint_fields(fp: Any) -> dict[str, Any]:
+    if not isinstance(fp, dict):
+        raise TableError("fingerprint must be an object")
+    lib = fp.get("mpi_library")
+    if not isinstance(lib, str) or not lib.strip():
+        raise TableError("fingerprint.mpi_library must be a non-empty string")
+    nprocs = fp.get("nprocs")
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise TableError(f"fingerprint.nprocs must be a positive int, got {nprocs!r}")
+    if fp.get("memory", "host") not in MEMORY_KINDS:
+        raise TableError(f"fingerprint.memory must be one of {MEMORY_KINDS}, got {fp.get('memory')!r}")
+    return {**fp, "memory": fp.get("memory", "host")}
+
+
+def default_algorithms() -> dict[str, dict[str, bool]]:
+    """``{collective: {algorithm: chunked}}`` from the engine's registry."""
+    from lpmpi import _core
+
+    return {c: {name: chunked for name, _, chunked in _core._algorithm_info(c)} for c in COLLECTIVES}
+
+
+def parse_table(doc: Any, path: str | None = None,
+                algorithms: Mapping[str, Mapping[str, bool]] | None = None) -> Table:
+    """Validate a decoded JSON document.  Raises :class:`TableError` when the table as a whole
+    is unusable; invalid rows are dropped and listed in ``Table.skipped``."""
+    if not isinstance(doc, dict):
+        raise TableError(f"the top level must be an object, got {type(doc).__name__}")
+    version = doc.get(VERSION_KEY)
+    if version != TABLE_VERSION or isinstance(version, bool):
+        raise TableError(f"{VERSION_KEY} is {version!r}; this lpmpi reads version {TABLE_VERSION}")
+    fp = _fingerprint_fields(doc.get("fingerprint"))
+    colls = doc.get("collectives")
+    if not isinstance(colls, dict):
+        raise TableError("collectives must be an object")
+    algorithms = default_algorithms() if algorithms is None else algorithms
+    skipped: list[str] = []
+    rows: list[Row] = []
+    for coll, raws in colls.items():
+        if coll not in COLLECTIVES:
+            skipped.append(f"unknown collective {coll!r}")
+            continue
+        rows.extend(_rows(coll, raws, algorithms[coll], skipped))
+    tuner = doc.get("tuner") if isinstance(doc.get("tuner"), dict) else {}
+    return Table(fp, rows, tuner, path, skipped, _model(doc.get("model"), skipped))
+
+
+def _model(raw: Any, skipped: list[str]) -> tuple[float, float, float] | None:
+    """The optional fitted model section: alpha, beta, gamma as finite numbers >= 0."""
+    if raw is None:
+        return None
+    try:
+        if not isinstance(raw, dict):
+            raise TableError("must be an object")
+        alpha, beta, gamma = (_bound(raw.get(k), k, allow_inf=False) for k in ("alpha", "beta", "gamma"))
+        return alpha, beta, gamma
+    except TableError as exc:
+        skipped.append(f"model: {exc}")
+        return None
+
+
+def read_table(path: str | os.PathLike[str]) -> Table:
+    """Read and validate a table file; raises :class:`TableError` (missing, corrupt, invalid)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise TableError("file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TableError(f"cannot read it ({exc})") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise TableError(f"not valid JSON ({exc})") from None
+    return parse_table(doc, str(path))
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def bucket_edges(sizes: Sequence[int]) -> list[tuple[float, float]]:
+    """``[lo, hi)`` of each tuned size: boundaries at geometric midpoints, from 0 to infinity.
+
+    >>> bucket_edges([8, 32, 128])
+    [(0.0, 16.0), (16.0, 64.0), (64.0, inf)]
+    """
+    if not sizes:
+        return []
+    if list(sizes) != sorted(set(sizes)) or sizes[0] <= 0:
+        raise ValueError(f"tuned sizes must be positive, increasing and distinct: {sizes}")
+    mids = [float(round(math.sqrt(a * b))) for a, b in zip(sizes, sizes[1:])]
+    return list(zip([0.0, *mids], [*mids, math.inf]))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the tuner chose at one size, with the times it measured (seconds)."""
+
+    nbytes: int
+    algorithm: str
+    chunk_bytes: int | None
+    time_s: float
+    native_s: float | None
+
+
+def merge_choices(collective: str, choices: Sequence[Choice], chunked: Mapping[str, bool]) -> list[Row]:
+    """Rows of a collective from per-size choices: geometric-midpoint edges, and adjacent
+    sizes with the same (algorithm, chunk) merged into one row."""
+    choices = sorted(choices, key=lambda c: c.nbytes)
+    rows: list[Row] = []
+    for (lo, hi), ch in zip(bucket_edges([c.nbytes for c in choices]), choices):
+        chunk = ch.chunk_bytes if chunked.get(ch.algorithm) else None
+        meas = {"nbytes": ch.nbytes, "time_us": round(ch.time_s * 1e6, 3),
+                "native_us": None if ch.native_s is None else round(ch.native_s * 1e6, 3)}
+        prev = rows[-1] if rows else None
+        if prev is not None and (prev.algorithm, prev.chunk_bytes) == (ch.algorithm, chunk):
+            rows[-1] = Row(collective, prev.lo, hi, prev.algorithm, chunk, (*prev.measured, meas))
+        else:
+            rows.append(Row(collective, lo, hi, ch.algorithm, chunk, (meas,)))
+    return rows
+
+
+def _json_bound(x: float) -> float | int | str:
+    return INF if math.isinf(x) else (int(x) if float(x).is_integer() else x)
+
+
+def table_document(fp: Mapping[str, Any], rows: Iterable[Row], tuner: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON document (a dict) of a table."""
+    colls: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        colls.setdefault(r.collective, []).append({
+            "lo": _json_bound(r.lo), "hi": _json_bound(r.hi), "algorithm": r.algorithm,
+            "chunk_bytes": r.chunk_bytes, "measured": [dict(m) for m in r.measured]})
+    return {VERSION_KEY: TABLE_VERSION, "fingerprint": dict(fp), "tuner": dict(tuner), "collectives": colls}
+
+
+def write_table(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
+    """Write a table document atomically (a temporary file, then rename)."""
+    head, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(head, f".{name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- loading at import
+
+
+@dataclass
+class LoadStatus:
+    """What import did with tuning tables (shown by ``python -m lpmpi info`` and explain)."""
+
+    source: str                                  # "shipped", "LPMPI_TUNING_FILE" or "disabled"
+    applied: list[Table] = field(default_factory=list)
+    ignored: list[tuple[str, str]] = field(default_factory=list)   # (path, reason)
+    library: str = ""
+    table_hash: int = 0
+    warning: str | None = None
+    model_from: str | None = None               # the table whose fitted model "auto" uses
+
+    def tables_for(self, nprocs: int, memory: str = "host") -> list[Table]:
+        """The applied tables whose rows apply to communicators of ``nprocs`` ranks."""
+        return [t for t in self.applied if t.nprocs == nprocs and t.memory == memory]
+
+
+_status = LoadStatus("not loaded")
+
+
+def status() -> LoadStatus:
+    """What the last :func:`load` did."""
+    return _status
+
+
+def model_table(tables: Iterable[Table]) -> Table | None:
+    """The first table with a fitted model: its model replaces the built-in defaults."""
+    return next((t for t in tables if t.model is not None), None)
+
+
+def describe(here: Mapping[str, Any]) -> list[str]:
+    """Lines for ``python -m lpmpi info``: where tables came from, which apply to a communicator
+    with fingerprint ``here`` (see :func:`fingerprint`) and why others do not."""
+    st = status()
+    lines = [f"tuning tables: {st.source}"
+             + (f" ({os.environ.get(ENV_FILE)})" if st.source == ENV_FILE else f" ({SHIPPED_DIR})"
+                if st.source == "shipped" else "")]
+    nprocs, memory = int(here.get("nprocs", 0)), str(here.get("memory", "host"))
+    for t in st.applied:
+        _, diffs = compare_fingerprint(t.fingerprint, here)
+        use = "applies" if (t.nprocs, t.memory) == (nprocs, memory) else f"not for P={nprocs}"
+        lines.append(f"  {t.path}: P={t.nprocs} {t.memory}, {len(t.rows)} rows: {use}")
+        lines += [f"    differs: {d}" for d in diffs if not d.startswith(("nprocs", "memory"))]
+        lines += [f"    skipped: {why}" for why in t.skipped]
+    lines += [f"  {p}: ignored: {why}" for p, why in st.ignored]
+    if not st.tables_for(nprocs, memory):
+        lines.append(f"  no table for P={nprocs} ({memory}): 'auto' uses the cost model")
+    if st.model_from:
+        lines.append(f"  cost model fitted by the tuner, from {st.model_from}")
+    return lines
+
+
+def rows_hash(tables: Sequence[Table]) -> int:
+    """A stable 64-bit hash of the applied rows and model (the same on every rank that loaded
+    the same tables); 0 when there are none."""
+    canon: list[Any] = [[r.collective, t.memory, t.nprocs, _json_bound(r.lo), _json_bound(r.hi),
+                         r.algorithm, r.chunk_bytes] for t in tables for r in t.rows]
+    mt = model_table(tables)
+    if mt is not None:
+        canon.append(list(mt.model or ()))
+    if not canon:
+        return 0
+    try:
+        from _blake2 import blake2b  # the same function as hashlib's, without loading OpenSSL
+    except ImportError:  # pragma: no cover - other Python implementations
+        from hashlib import blake2b
+    digest = blake2b(json.dumps(canon, separators=(",", ":")).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") or 1
+
+
+def _candidates() -> tuple[str, list[str]]:
+    env = os.environ.get(ENV_FILE, "").strip()
+    if env.lower() in ("none", "off", "0"):
+        return "disabled", []
+    if env:
+        return ENV_FILE, [os.path.expanduser(env)]
+    try:
+        names = sorted(n for n in os.listdir(SHIPPED_DIR) if n.endswith(".json"))
+    except OSError:
+        return "shipped", []
+    return "shipped", [os.path.join(SHIPPED_DIR, n) for n in names]
+
+
+def _select(source: str, paths: Sequence[str], library: str) -> LoadStatus:
+    """Read the candidate tables; keep those for this MPI library, one per (P, memory)."""
+    st = LoadStatus(source, library=library)
+    seen: dict[tuple[int, str], str] = {}
+    for path in paths:
+        try:
+            table = read_table(path)
+        except TableError as exc:
+            st.ignored.append((str(path), str(exc)))
+            continue
+        applies, _ = compare_fingerprint(table.fingerprint, {"mpi_library": library})
+        key = (table.nprocs, table.memory)
+        if not applies:
+            st.ignored.append((str(path), f"foreign: tuned with {table.fingerprint['mpi_library']!r}"))
+        elif key in seen:
+            st.ignored.append((str(path), f"another table for P={key[0]} ({key[1]}) came first: {seen[key]}"))
+        else:
+            seen[key] = str(path)
+            st.applied.append(table)
+    return st
+
+
+def _warning_text(st: LoadStatus) -> str | None:
+    """The one warning of a load, or None when all went well."""
+    parts = [f"{p}: {why}" for p, why in st.ignored]
+    parts += [f"{t.path}: skipped {len(t.skipped)} invalid row(s): " + "; ".join(t.skipped[:3])
+              + (" ..." if len(t.skipped) > 3 else "") for t in st.applied if t.skipped]
+    if st.source == "shipped" and not st.applied:
+        if not st.ignored:
+            return None  # a build without shipped tables: nothing to warn about
+        parts.append(f"no shipped table for {library_name(st.library)!r}")
+    if not parts:
+        return None
+    fallback = "'auto' uses the cost model" + (" where no table applies" if st.applied else "")
+    return "lpmpi: tuning table ignored or partly invalid (" + " | ".join(parts) + f"); {fallback}"
+
+
+def load(apply: bool = True) -> LoadStatus:
+    """Load the tables for this process (shipped, or ``LPMPI_TUNING_FILE``) into the engine.
+
+    Called at ``import lpmpi``; gives at most one :class:`TuningWarning` and never raises for a
+    bad table.  Returns (and remembers, see :func:`status`) what it did.
+    """
+    global _status
+    source, paths = _candidates()
+    try:
+        library = library_version_line()
+    except Exception as exc:  # noqa: BLE001 - an odd MPI must not break import
+        library = f"unknown ({exc})"
+    st = _select(source, paths, library)
+    st.table_hash = rows_hash(st.applied)
+    if apply:
+        _apply(st)
+    st.warning = _warning_text(st)
+    _status = st
+    if st.warning:
+        warnings.warn(st.warning, TuningWarning, stacklevel=3)
+    return st
+
+
+def _apply(st: LoadStatus) -> None:
+    """Push the applied tables' rows into the engine (rows the engine refuses are dropped)."""
+    from lpmpi import _core
+
+    _core.table_clear()
+    for t in st.applied:
+        for r in t.rows:
+            try:
+                _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes)
+            except (ValueError, TypeError) as exc:
+                t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
+    mt = model_table(st.applied)
+    if mt is not None and mt.model is not None:
+        _core.model_set(*mt.model)
+        st.model_from = mt.path
+    _core.table_set_hash(st.table_hash)

@@ -1,0 +1,334 @@
+"""Tuning tables: the schema and its validation, bucket edges and merging, lookup at the edges
+(through the engine), fingerprint matching, and import with missing, corrupt, truncated,
+hand-edited or foreign tables (each: `import lpmpi` works, with exactly one warning)."""
+import copy
+import json
+import math
+import sys
+import textwrap
+
+import pytest
+from _mpi import child_env, run
+
+import lpmpi
+from lpmpi import tables
+from lpmpi.tables import Choice, TableError, bucket_edges, merge_choices, parse_table
+
+LIB = tables.library_version_line()
+
+
+def doc(nprocs=1, rows=None, library=LIB, **extra):
+    """A valid table document for P = nprocs (P = 1: the singleton the in-process tests run as)."""
+    rows = rows if rows is not None else {
+        "allreduce": [
+            {"lo": 0, "hi": 1000, "algorithm": "native", "chunk_bytes": None},
+            {"lo": 1000, "hi": 65536, "algorithm": "mst"},
+            {"lo": 65536, "hi": "inf", "algorithm": "lp", "chunk_bytes": 131072},
+        ],
+        "bcast": [{"lo": 0, "hi": "inf", "algorithm": "lp", "chunk_bytes": 4096}],
+    }
+    d = {"lpmpi_table_version": 1,
+         "fingerprint": {"mpi_library": library, "nprocs": nprocs, "ranks_per_node": nprocs,
+                         "memory": "host", "cpu_model": tables.cpu_model()},
+         "tuner": {"command": "test"}, "collectives": rows}
+    d.update(extra)
+    return d
+
+
+def python(code, env=None, timeout=60):
+    """Run ``code`` in a fresh single-process interpreter; returns its output (exit 0 asserted)."""
+    rc, out, _ = run([sys.executable, "-c", textwrap.dedent(code)], child_env(env), timeout)
+    assert rc == 0, f"exit status {rc} (env {env}):\n{out[-6000:]}"
+    return out
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+def test_valid_table_parses():
+    t = parse_table(doc(nprocs=2))
+    assert (t.nprocs, t.memory, t.skipped) == (2, "host", [])
+    assert [(r.collective, r.lo, r.hi, r.algorithm, r.chunk_bytes) for r in t.rows] == [
+        ("allreduce", 0, 1000, "native", None), ("allreduce", 1000, 65536, "mst", None),
+        ("allreduce", 65536, math.inf, "lp", 131072), ("bcast", 0, math.inf, "lp", 4096)]
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda d: d.pop("lpmpi_table_version"), "lpmpi_table_version"),
+    (lambda d: d.update(lpmpi_table_version=2), "version 1"),
+    (lambda d: d.update(lpmpi_table_version=True), "version 1"),
+    (lambda d: d.update(lpmpi_table_version="1"), "version 1"),
+    (lambda d: d.pop("fingerprint"), "fingerprint"),
+    (lambda d: d["fingerprint"].update(nprocs=0), "nprocs"),
+    (lambda d: d["fingerprint"].update(nprocs="2"), "nprocs"),
+    (lambda d: d["fingerprint"].update(mpi_library=7), "mpi_library"),
+    (lambda d: d["fingerprint"].update(memory="disk"), "memory"),
+    (lambda d: d.update(collectives=[1, 2]), "collectives"),
+], ids=["no-version", "future-version", "bool-version", "str-version", "no-fingerprint", "zero-P",
+        "str-P", "int-library", "bad-memory", "collectives-list"])
+def test_unusable_tables_are_rejected_with_a_reason(mutate, reason):
+    d = doc()
+    mutate(d)
+    with pytest.raises(TableError, match=reason):
+        parse_table(d)
+    with pytest.raises(TableError, match="top level"):
+        parse_table([d])
+
+
+@pytest.mark.parametrize("row, reason", [
+    ({"lo": "0", "hi": 10, "algorithm": "lp"}, "lo must be"),
+    ({"lo": 0, "hi": "10", "algorithm": "lp"}, "hi must be"),
+    ({"lo": -1, "hi": 10, "algorithm": "lp"}, ">= 0"),
+    ({"lo": 0, "hi": float("nan"), "algorithm": "lp"}, "finite"),
+    ({"lo": True, "hi": 10, "algorithm": "lp"}, "lo must be"),
+    ({"lo": 10, "hi": 10, "algorithm": "lp"}, "empty range"),
+    ({"lo": 0, "hi": 10, "algorithm": "warp"}, "unknown algorithm"),
+    ({"lo": 0, "hi": 10, "algorithm": "ring"}, "unknown algorithm 'ring' for bcast"),
+    ({"lo": 0, "hi": 10, "algorithm": ["lp"]}, "unknown algorithm"),
+    ({"lo": 0, "hi": 10, "algorithm": "lp", "chunk_bytes": -4096}, "positive int"),
+    ({"lo": 0, "hi": 10, "algorithm": "lp", "chunk_bytes": 0}, "positive int"),
+    ({"lo": 0, "hi": 10, "algorithm": "lp", "chunk_bytes": 1.5}, "positive int"),
+    ({"lo": 0, "hi": 10, "algorithm": "lp", "chunk_bytes": True}, "positive int"),
+    ({"lo": 0, "algorithm": "lp"}, "missing hi"),
+    ("lp", "must be an object"),
+    ({"lo": 0, "hi": 10, "algorithm": "lp", "measured": 3}, "measured"),
+])
+def test_invalid_rows_are_skipped_with_a_reason(row, reason):
+    good = {"lo": 10, "hi": "inf", "algorithm": "native"}
+    t = parse_table(doc(rows={"bcast": [row, good]}))
+    assert len(t.skipped) == 1 and reason in t.skipped[0], t.skipped
+    assert [(r.lo, r.algorithm) for r in t.rows] == [(10, "native")]
+
+
+def test_overlapping_unsorted_rows_and_unknown_collectives_are_skipped():
+    rows = {"allreduce": [{"lo": 0, "hi": 100, "algorithm": "mst"},
+                          {"lo": 50, "hi": 200, "algorithm": "be"},          # overlaps
+                          {"lo": 100, "hi": "inf", "algorithm": "lp"}],
+            "reduce": [{"lo": 100, "hi": "inf", "algorithm": "lp"},
+                       {"lo": 0, "hi": 100, "algorithm": "mst"}],            # unsorted
+            "alltoall": [{"lo": 0, "hi": "inf", "algorithm": "lp"}]}
+    t = parse_table(doc(rows=rows))
+    assert [(r.collective, r.algorithm) for r in t.rows] == [("allreduce", "mst"), ("allreduce", "lp"),
+                                                             ("reduce", "lp")]
+    assert len(t.skipped) == 3 and any("alltoall" in s for s in t.skipped)
+
+
+def test_unchunked_algorithm_with_a_chunk_is_fine_and_the_chunk_ignored():
+    t = parse_table(doc(rows={"reduce": [{"lo": 0, "hi": "inf", "algorithm": "mst", "chunk_bytes": 4096}]}))
+    assert t.skipped == [] and t.rows[0].chunk_bytes is None
+
+
+def test_model_section_validated():
+    assert parse_table(doc(model={"alpha": 1e-6, "beta": 1e-10, "gamma": 2e-10})).model == (1e-6, 1e-10, 2e-10)
+    t = parse_table(doc(model={"alpha": -1, "beta": 1e-10, "gamma": 2e-10}))
+    assert t.model is None and any("model" in s for s in t.skipped)
+
+
+def test_hash_is_canonical_and_sensitive():
+    a = parse_table(doc())
+    b = parse_table(json.loads(json.dumps(doc(), indent=3, sort_keys=True)))
+    assert tables.rows_hash([a]) == tables.rows_hash([b]) != 0
+    changed = doc()
+    changed["collectives"]["bcast"][0]["chunk_bytes"] = 8192
+    assert tables.rows_hash([parse_table(changed)]) != tables.rows_hash([a])
+    assert tables.rows_hash([]) == 0
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def test_bucket_edges_are_geometric_midpoints():
+    assert bucket_edges([8, 32, 128, 1 << 20]) == [(0, 16), (16, 64), (64, 11585), (11585, math.inf)]
+    assert bucket_edges([4096]) == [(0, math.inf)]
+    with pytest.raises(ValueError):
+        bucket_edges([32, 8])
+
+
+def test_merge_adjacent_buckets_with_the_same_choice():
+    chunked = {"lp": True, "mst": False, "native": False}
+    ch = [Choice(8, "native", None, 2e-6, 2e-6), Choice(32, "native", None, 3e-6, 3e-6),
+          Choice(128, "mst", 4096, 5e-6, 6e-6),  # unchunked: its chunk is dropped
+          Choice(512, "lp", 1024, 7e-6, 9e-6), Choice(2048, "lp", 1024, 9e-6, 12e-6),
+          Choice(8192, "lp", 4096, 2e-5, 3e-5)]
+    rows = merge_choices("reduce", list(reversed(ch)), chunked)
+    assert [(r.lo, r.hi, r.algorithm, r.chunk_bytes) for r in rows] == [
+        (0, 64, "native", None), (64, 256, "mst", None), (256, 4096, "lp", 1024), (4096, math.inf, "lp", 4096)]
+    assert [m["nbytes"] for m in rows[2].measured] == [512, 2048]
+    assert rows[0].measured[1] == {"nbytes": 32, "time_us": 3.0, "native_us": 3.0}
+    # the written document reads back to the same rows
+    back = parse_table(tables.table_document(doc()["fingerprint"], rows, {"command": "x"}))
+    assert [(r.lo, r.hi, r.algorithm, r.chunk_bytes) for r in back.rows] == \
+        [(r.lo, r.hi, r.algorithm, r.chunk_bytes) for r in rows]
+
+
+def test_lookup_at_bucket_edges():
+    t = parse_table(doc())
+    assert t.lookup("allreduce", 999).algorithm == "native"
+    assert t.lookup("allreduce", 1000).algorithm == "mst"       # lo is inclusive, hi exclusive
+    assert t.lookup("allreduce", 65535).algorithm == "mst"
+    assert t.lookup("allreduce", 65536).algorithm == "lp"
+    assert t.lookup("allreduce", 1 << 40).algorithm == "lp"
+    assert t.lookup("reduce", 10) is None
+
+
+# ----------------------------------------------------------------------------- fingerprint
+
+
+@pytest.mark.parametrize("line, name", [
+    ("MPICH Version: 5.0.2", "MPICH"),
+    ("MPICH Version:      4.2.0", "MPICH"),
+    ("Open MPI v5.0.3, package: Open MPI builder Distribution, ident: 5.0.3", "Open MPI"),
+    ("Intel(R) MPI Library 2021.6 for Linux* OS", "Intel(R) MPI Library"),
+    ("MVAPICH2 Version      :\t2.3.7", "MVAPICH2"),
+])
+def test_library_name(line, name):
+    assert tables.library_name(line) == name
+
+
+def test_fingerprint_matching():
+    fp = doc(nprocs=2)["fingerprint"]
+    same, diffs = tables.compare_fingerprint(fp, {**fp})
+    assert same and diffs == []
+    newer, diffs = tables.compare_fingerprint({**fp, "mpi_library": "MPICH Version: 4.1.0"},
+                                              {**fp, "mpi_library": "MPICH Version: 5.0.2", "cpu_model": "Z"})
+    assert newer and {d.split(":")[0] for d in diffs} == {"mpi_library", "cpu_model"}
+    foreign, _ = tables.compare_fingerprint({**fp, "mpi_library": "Open MPI v5.0.3"}, fp)
+    assert not foreign
+
+
+def test_fingerprint_of_this_process():
+    from mpi4py import MPI
+
+    fp = tables.fingerprint(MPI.COMM_SELF)
+    assert fp["nprocs"] == 1 and fp["ranks_per_node"] == 1 and fp["memory"] == "host"
+    assert tables.library_name(fp["mpi_library"]) == tables.library_name(LIB)
+    assert isinstance(fp["cpu_model"], str) and fp["cpu_model"]
+
+
+# ----------------------------------------------------------------------------- import
+
+
+LOAD = """
+    import json, warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        import lpmpi
+    import numpy as np
+    from lpmpi import _core
+    ours = [x for x in w if issubclass(x.category, lpmpi.TuningWarning)]
+    st = lpmpi.tables.status()
+    res = {"warnings": [str(x.message) for x in w], "ours": len(ours), "applied": len(st.applied),
+           "hash": st.table_hash}
+    for coll, n in (("allreduce", 999), ("allreduce", 1000), ("allreduce", 65535), ("allreduce", 65536),
+                    ("bcast", 10), ("reduce", 100)):
+        res[f"{coll} {n}"] = list(_core.explain_choice(coll, n))
+    assert (lpmpi.allreduce(np.ones(10)) == 1).all()
+    print("RESULT", json.dumps(res))
+"""
+
+
+def load_with(tmp_path, content, name="table.json"):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    out = python(LOAD, env={"LPMPI_TUNING_FILE": str(path)})
+    return json.loads(out.split("RESULT", 1)[1])
+
+
+def test_table_is_loaded_and_used_with_lookup_at_the_edges(tmp_path):
+    res = load_with(tmp_path, json.dumps(doc()))
+    assert res["warnings"] == [] and res["applied"] == 1 and res["hash"] != 0
+    assert res["allreduce 999"] == ["native", None, "table"]
+    assert res["allreduce 1000"] == ["mst", None, "table"]
+    assert res["allreduce 65535"] == ["mst", None, "table"]
+    assert res["allreduce 65536"] == ["lp", 131072, "table"]
+    assert res["bcast 10"] == ["lp", 4096, "table"]
+    assert res["reduce 100"][2] == "model"          # no reduce rows: the model decides
+
+
+def _truncated():
+    text = json.dumps(doc())
+    return text[: len(text) // 2]
+
+
+BAD = {
+    "missing": None,
+    "empty": "",
+    "garbage": "this is { not json",
+    "truncated": _truncated(),
+    "binary": b"\x89PNG\r\n\x1a\n\x00\xff",
+    "future-version": json.dumps({**doc(), "lpmpi_table_version": 99}),
+    "list": json.dumps([doc()]),
+    "wrong-types": json.dumps({**doc(), "fingerprint": {"mpi_library": 1, "nprocs": "two"}}),
+    "foreign": json.dumps(doc(library="Open MPI v5.0.3, package: Open MPI")),
+    "deep": "[" * 100000 + "]" * 100000,
+}
+
+
+@pytest.mark.parametrize("content", list(BAD.values()), ids=list(BAD))
+def test_bad_table_gives_one_warning_and_the_model(tmp_path, content):
+    res = load_with(tmp_path, content)
+    assert res["ours"] == 1 and len(res["warnings"]) == 1, res["warnings"]
+    assert "tuning table" in res["warnings"][0]
+    assert res["applied"] == 0 and res["hash"] == 0
+    assert {v[2] for k, v in res.items() if k.startswith(("allreduce", "bcast", "reduce"))} == {"model"}
+
+
+def test_hand_edited_rows_skipped_rest_applied_with_one_warning(tmp_path):
+    d = doc()
+    d["collectives"]["allreduce"][1]["chunk_bytes"] = -5          # negative chunk
+    d["collectives"]["bcast"][0]["algorithm"] = "ring"            # not a bcast algorithm
+    d["collectives"]["reduce"] = "lots"                           # wrong type
+    res = load_with(tmp_path, json.dumps(d))
+    assert res["ours"] == 1 and len(res["warnings"]) == 1, res["warnings"]
+    assert "skipped 3 invalid row(s)" in res["warnings"][0]
+    assert res["allreduce 999"] == ["native", None, "table"]
+    assert res["allreduce 1000"][2] == "model"                    # the bad row's range: the model
+    assert res["allreduce 65536"] == ["lp", 131072, "table"]
+    assert res["bcast 10"][2] == "model"
+
+
+def test_disabled_and_directory(tmp_path):
+    res = python(LOAD, env={"LPMPI_TUNING_FILE": "none"})
+    res = json.loads(res.split("RESULT", 1)[1])
+    assert res["warnings"] == [] and res["applied"] == 0
+    res = json.loads(python(LOAD, env={"LPMPI_TUNING_FILE": str(tmp_path)}).split("RESULT", 1)[1])
+    assert res["ours"] == 1 and res["applied"] == 0
+
+
+def test_table_model_is_installed_and_explained(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc(model={"alpha": 3e-6, "beta": 1e-10, "gamma": 2e-10})))
+    out = python("""
+        import lpmpi
+        from lpmpi import model
+        print("MODEL", model.current())
+        e = lpmpi.explain("allreduce", 1000)
+        assert (e.algorithm, e.source, e.table_row.algorithm) == ("mst", "table", "mst"), e
+        print(e)
+        e = lpmpi.explain("reduce", 100)
+        assert e.source == "model" and "no reduce row" in e.table_note, e
+        print(e)
+        """, env={"LPMPI_TUNING_FILE": str(path)})
+    assert "alpha 3.00 us" in out and "table row: [1000, 65536) B -> mst" in out
+    assert "model prediction per algorithm" in out
+
+
+def test_shipped_tables_are_valid():
+    """Every table shipped in lpmpi/tables/ reads without any skipped row."""
+    import os
+
+    names = [n for n in os.listdir(tables.SHIPPED_DIR) if n.endswith(".json")] \
+        if os.path.isdir(tables.SHIPPED_DIR) else []
+    for name in names:
+        t = tables.read_table(os.path.join(tables.SHIPPED_DIR, name))
+        assert t.skipped == [] and t.rows, (name, t.skipped)
+        assert t.nprocs <= (t.fingerprint.get("cpu_count") or t.nprocs), f"{name}: oversubscribed run"
+
+
+def test_status_in_this_process():
+    st = tables.status()
+    assert st.source in ("shipped", "LPMPI_TUNING_FILE", "disabled")
+    assert copy.copy(st).tables_for(999) == []
+    assert "tuning tables" in tables.describe({"nprocs": 1, "memory": "host", "mpi_library": LIB})[0]
+    assert callable(lpmpi.explain)
