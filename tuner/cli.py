@@ -1,0 +1,202 @@
+"""``lpmpi-tune``: tune lpmpi's "auto" for this machine and write a tuning table (run under mpiexec).
+
+    mpiexec -n 2 lpmpi-tune --collectives allreduce,bcast,reduce --min-bytes 8 --max-bytes 64MiB \\
+        --storage sqlite:///tune.db --out table.json
+
+Rerunning the same command after an interruption resumes: finished trials are kept in the
+storage and never measured again.  Exit status: 0 done (table written), 2 bad usage,
+3 stopped by --max-trials-this-run (rerun to go on), 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from mpi4py import MPI
+
+import lpmpi
+from lpmpi import model, tables
+from lpmpi.bench import COLLECTIVES, _Parser, parse_size, parse_sizes, resolve_dtype
+from tuner.driver import Settings, StopRun, Tuner
+from tuner.report import BucketResult, Progress, summary
+
+EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 2, 3, 130
+
+
+def size_ladder(lo: int, hi: int, factor: float) -> list[int]:
+    """``lo, lo*f, lo*f^2, ...`` up to ``hi`` (included), as whole bytes.
+
+    >>> size_ladder(8, 64, 2)
+    [8, 16, 32, 64]
+    """
+    if not (1 <= lo <= hi) or not factor > 1:
+        raise ValueError(f"need 1 <= min-bytes <= max-bytes and a step > 1 (got {lo}, {hi}, {factor})")
+    out, x = [], float(lo)
+    while round(x) < hi:
+        out.append(round(x))
+        x *= factor
+    return sorted(set(out + [hi]))
+
+
+def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
+    """The command line (``quiet`` silences it on ranks other than 0)."""
+    p = _Parser(prog="lpmpi-tune", description=__doc__.splitlines()[0], quiet=quiet,
+                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--collectives", default=",".join(COLLECTIVES),
+                   type=lambda t: [c.strip() for c in t.split(",") if c.strip()])
+    p.add_argument("--min-bytes", type=parse_size, default=8)
+    p.add_argument("--max-bytes", type=parse_size, default=64 << 20)
+    p.add_argument("--step", type=float, default=2.0, help="factor between tuned sizes")
+    p.add_argument("--sizes", type=parse_sizes, help="explicit sizes instead of min/max/step, e.g. 8,1K,1M")
+    p.add_argument("--trials", type=int, help="configurations measured per bucket besides the native "
+                   "baseline (default: a quarter of the exhaustive grid, rounded up)")
+    p.add_argument("--storage", default="sqlite:///lpmpi-tune.db",
+                   help="Optuna storage URL (resume, optuna-dashboard); 'memory' for none")
+    p.add_argument("--out", help="table to write (default lpmpi-table-P<P>.json)")
+    p.add_argument("--seed", type=int, default=0, help="TPE sampler seed")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--op", default="sum")
+    p.add_argument("--root", type=int, default=0)
+    p.add_argument("--memory", default="host", choices=["host"])
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls before each trial")
+    p.add_argument("--min-reps", type=int, default=5)
+    p.add_argument("--max-reps", type=int, default=50)
+    p.add_argument("--min-time", type=float, default=0.05, help="seconds of timed calls per trial")
+    p.add_argument("--checkpoint-reps", type=int, default=3,
+                   help="repetitions after which a trial far slower than the best is pruned")
+    p.add_argument("--prune-factor", type=float, default=1.5)
+    p.add_argument("--verify-rounds", type=int, default=3,
+                   help="rounds re-measuring the best two and native side by side (0: off)")
+    p.add_argument("--fit-model", action=argparse.BooleanOptionalAction, default=True,
+                   help="fit alpha, beta, gamma first (warm start; stored in the table)")
+    p.add_argument("--max-trials-this-run", type=int, help="stop after this many trials (exit 3)")
+    p.add_argument("--allow-oversubscribe", action="store_true",
+                   help="tune even with more ranks on a node than cores (timings are meaningless)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--crash-after", type=int, help=argparse.SUPPRESS)
+    return p
+
+
+def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) -> Settings:
+    bad = [c for c in a.collectives if c not in COLLECTIVES]
+    if bad or not a.collectives:
+        p.error(f"--collectives: unknown {bad} (choose from {', '.join(COLLECTIVES)})")
+    try:
+        sizes = a.sizes or size_ladder(a.min_bytes, a.max_bytes, a.step)
+        dtype = resolve_dtype(a.dtype)
+    except ValueError as exc:
+        p.error(str(exc))
+    if not 0 <= a.root < nprocs:
+        p.error(f"--root {a.root} is out of range for {nprocs} processes")
+    for name in ("trials", "min_reps", "max_trials_this_run"):
+        if getattr(a, name) is not None and getattr(a, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if a.max_reps < a.min_reps or a.warmup < 0 or a.checkpoint_reps < 0 or a.prune_factor <= 1:
+        p.error("need --max-reps >= --min-reps, --warmup >= 0, --checkpoint-reps >= 0, --prune-factor > 1")
+    return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
+                    a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
+                    a.verify_rounds, a.max_trials_this_run, a.crash_after)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _oversubscribed(comm: Any, fp: dict[str, Any]) -> str | None:
+    cores = comm.allreduce(_usable_cores(), op=MPI.MIN)
+    if fp["ranks_per_node"] > max(cores, os.cpu_count() or 1):
+        return (f"{fp['ranks_per_node']} ranks per node but {cores} usable cores: timings of an "
+                "oversubscribed run are meaningless (--allow-oversubscribe to tune anyway)")
+    return None
+
+
+def command_line(argv: Sequence[str], nprocs: int) -> str:
+    """The command as one would type it again."""
+    return f"mpiexec -n {nprocs} lpmpi-tune {shlex.join(argv)}".rstrip()
+
+
+def table_for(results: Sequence[BucketResult], fp: dict[str, Any], fitted: model.Model | None,
+              settings: dict[str, Any], command: str) -> dict[str, Any]:
+    """The JSON document of the tuned table."""
+    rows = []
+    for coll in dict.fromkeys(r.collective for r in results):
+        chunked = {name: c for name, _, c in lpmpi._core._algorithm_info(coll)}
+        choices = [tables.Choice(r.nbytes, r.choice.algorithm, r.choice.chunk_bytes, r.seconds, r.native_s)
+                   for r in results if r.collective == coll]
+        rows += tables.merge_choices(coll, choices, chunked)
+    tuner = {"command": command, "settings": settings, "lpmpi_version": lpmpi.__version__,
+             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+             "buckets": [{"collective": r.collective, "nbytes": r.nbytes, "measured": r.measured,
+                          "budget": r.budget, "grid": r.grid, "pruned": r.pruned} for r in results]}
+    doc = tables.table_document(fp, rows, tuner)
+    if fitted is not None:
+        doc["model"] = {"alpha": fitted.alpha, "beta": fitted.beta, "gamma": fitted.gamma}
+    return doc
+
+
+def _run(comm: Any, argv: list[str]) -> int:
+    rank, nprocs = comm.Get_rank(), comm.Get_size()
+    parser = build_parser(quiet=rank != 0)
+    args = parser.parse_args(argv)
+    s = _settings(parser, args, nprocs)
+    say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
+    fp = tables.fingerprint(comm, s.memory)
+    why = None if args.allow_oversubscribe else _oversubscribed(comm, fp)
+    if why:
+        say(f"lpmpi-tune: {why}")
+        return EXIT_USAGE
+    fitted = model.fit(comm) if args.fit_model else None
+    if fitted is not None:
+        say(f"# model fitted on this machine: {fitted}")
+    progress = Progress(rank == 0 and not args.quiet)
+    tuner = Tuner(comm, s, progress, fp["mpi_library"])
+    try:
+        results = tuner.run()
+    except StopRun:
+        say(f"# stopped after {args.max_trials_this_run} trials (--max-trials-this-run); "
+            "rerun the same command to resume")
+        return EXIT_STOPPED
+    except KeyboardInterrupt:
+        if rank == 0:
+            tuner.abandon()
+            print("\n# interrupted; rerun the same command to resume", flush=True)
+        return EXIT_INTERRUPTED
+    for line in summary(results):
+        say(line)
+    if rank == 0:
+        out = args.out or f"lpmpi-table-P{nprocs}.json"
+        settings = {k: (v.name if k == "dtype" else v) for k, v in vars(s).items()}
+        tables.write_table(out, table_for(results, fp, fitted, settings, command_line(argv, nprocs)))
+        say(f"# wrote {out}  (use it: LPMPI_TUNING_FILE={out}, or ship it in lpmpi/tables/)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``lpmpi-tune`` / ``python -m tuner``; returns the exit status."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    comm = MPI.COMM_WORLD
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(comm, argv)
+    except SystemExit as exc:   # argparse errors: every rank parsed the same arguments
+        return int(exc.code or 0)
+    except Exception:  # noqa: BLE001 - one rank failing must not leave the others hanging
+        traceback.print_exc()
+        sys.stderr.flush()
+        if comm.Get_size() > 1:
+            comm.Abort(1)
+        return 1
+

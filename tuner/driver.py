@@ -1,0 +1,189 @@
+"""The tuning loop on every rank.  Rank 0 drives each bucket's study with ask/tell; the
+configuration of each trial reaches every rank by broadcast; every rank measures; rank 0
+reports the slowest rank's times back to the study and decides pruning for all."""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lpmpi.bench import format_bytes
+from tuner.measure import Bench, Result, reps_for
+from tuner.report import BucketResult, Progress
+from tuner.space import NATIVE, Config, Space
+
+STOP = "stop"
+TIE = 0.01   # verified times within 1% of native's: keep native (the safe choice)
+
+
+class StopRun(Exception):
+    """--max-trials-this-run reached: every rank stops; rerunning the command resumes."""
+
+
+@dataclass
+class Settings:
+    """What the command line asks for (identical on every rank)."""
+
+    collectives: list[str]
+    sizes: list[int]
+    dtype: np.dtype
+    op: str = "sum"
+    root: int = 0
+    memory: str = "host"
+    storage: str = "sqlite:///lpmpi-tune.db"
+    seed: int = 0
+    trials: int | None = None          # per bucket, besides native; None: a quarter of the grid
+    warmup: int = 2
+    min_reps: int = 5
+    max_reps: int = 50
+    min_time: float = 0.05
+    checkpoint_reps: int = 3
+    prune_factor: float = 1.5
+    verify_rounds: int = 3
+    max_trials_this_run: int | None = None
+    crash_after: int | None = None     # tests: kill -9 rank 0 with a trial running
+
+
+class Tuner:
+    """Tunes every (collective, size) bucket on ``comm``; collective."""
+
+    def __init__(self, comm: Any, settings: Settings, progress: Progress, library: str) -> None:
+        self.comm, self.s, self.progress, self.library = comm, settings, progress, library
+        self.rank, self.nprocs = comm.Get_rank(), comm.Get_size()
+        self.trials_this_run = 0
+        self.storage: Any = None
+        self.current: Any = None          # rank 0: the BucketStudy being tuned
+        if self.rank == 0:
+            from tuner.studies import storage_for
+
+            self.storage = storage_for(settings.storage)
+
+    def run(self) -> list[BucketResult]:
+        """Every collective, every size (smallest first, so each bucket can start from the
+        previous one's choice)."""
+        results = []
+        for coll in self.s.collectives:
+            previous: Config | None = None
+            for i, n in enumerate(self.s.sizes):
+                head = f"[{coll} {format_bytes(n)} {i + 1}/{len(self.s.sizes)}]"
+                r = self.bucket(coll, n, previous, head)
+                if self.rank == 0:
+                    self.progress.bucket(head, r)
+                results.append(r)
+                previous = r.choice
+        return results
+
+    def abandon(self) -> None:
+        """On an interruption (rank 0): mark the running trial FAIL so a rerun repeats it."""
+        if self.current is not None:
+            self.current.abandon()
+
+    # ---- one bucket
+    def _open(self, space: Space, budget: int) -> Any:
+        from tuner.studies import BucketStudy, study_name
+
+        name = study_name(space.collective, self.s.memory, self.nprocs, self.s.dtype.name, self.s.op,
+                          space.nbytes)
+        startup = len(space.algorithms) + 1
+        return BucketStudy.open(self.storage, name, space, budget, self.s.seed, self.s.prune_factor,
+                                startup, self.library)
+
+    def bucket(self, collective: str, nbytes: int, previous: Config | None, head: str) -> BucketResult:
+        """Tune one bucket (collective)."""
+        space = Space.of(collective, nbytes)
+        budget = self.s.trials or space.default_budget()
+        study, stored = None, None
+        if self.rank == 0:
+            study = self.current = self._open(space, budget)
+            stored = study.stored_choice() if study.done else None
+        stored = self.comm.bcast(stored, root=0)
+        if stored is not None:
+            return self._result(space, budget, study, Config(stored["algorithm"], stored["chunk_bytes"]),
+                                stored["seconds"], stored["native_s"], reused=True)
+        bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root)
+        baseline = Config(NATIVE) if NATIVE in space.algorithms else Config(space.algorithms[0])
+        reps = reps_for(bench.estimate(baseline), self.s.min_time, self.s.min_reps, self.s.max_reps)
+        if study is not None:
+            study.enqueue(space.warm_start(self.nprocs, previous))
+        while True:
+            cfg = self.comm.bcast(self._next(study) if self.rank == 0 else None, root=0)
+            if cfg == STOP:
+                raise StopRun
+            if cfg is None:
+                break
+            res = bench.run(cfg, self.s.warmup, reps, self.s.checkpoint_reps, self._checkpoint(study))
+            if study is not None:
+                study.tell(cfg, res.seconds, res.pruned, res.reps)
+                self.progress.trial(head, study.counted, budget, cfg, res.seconds, res.pruned,
+                                    study.best())
+        choice, seconds, native_s = self._choose(bench, study, reps)
+        if study is not None:
+            study.store_choice({"algorithm": choice.algorithm, "chunk_bytes": choice.chunk_bytes,
+                                "seconds": seconds, "native_s": native_s})
+        self.current = None
+        return self._result(space, budget, study, choice, seconds, native_s)
+
+    def _result(self, space: Space, budget: int, study: Any, choice: Config, seconds: float,
+                native_s: float | None, reused: bool = False) -> BucketResult:
+        measured = study.counted if study is not None else 0
+        pruned = sum(t.state.name == "PRUNED" for t in study.measured.values()) if study is not None else 0
+        measured, pruned = self.comm.bcast((measured, pruned), root=0)
+        return BucketResult(space.collective, space.nbytes, choice, seconds, native_s, measured, budget,
+                            len(space.grid()), pruned, reused)
+
+    def _next(self, study: Any) -> Config | str | None:
+        """Rank 0: the next configuration, None when the bucket is done, STOP to end the run."""
+        if study.done:
+            return None
+        if self.s.max_trials_this_run is not None and self.trials_this_run >= self.s.max_trials_this_run:
+            return STOP
+        cfg = study.ask()
+        if cfg is not None:
+            self.trials_this_run += 1
+            if self.s.crash_after is not None and self.trials_this_run > self.s.crash_after:
+                os.kill(os.getpid(), signal.SIGKILL)   # tests: die with a trial RUNNING
+        return cfg
+
+    def _checkpoint(self, study: Any):
+        """The pruning decision after the first repetitions: rank 0 asks the study, all follow."""
+        def checkpoint(seconds: float) -> bool:
+            decision = study.should_prune(seconds, self.s.checkpoint_reps) if study is not None else None
+            return bool(self.comm.bcast(decision, root=0))
+        return checkpoint
+
+    # ---- the choice
+    def _choose(self, bench: Bench, study: Any, reps: int) -> tuple[Config, float, float | None]:
+        """The bucket's choice: the fastest configurations and native measured again side by side
+        (``verify_rounds`` rounds, median), so one lucky trial does not decide; ties go to native."""
+        ranked = study.ranked() if study is not None else None
+        ranked = self.comm.bcast(ranked, root=0)
+        candidates = list(dict.fromkeys([c for c, _ in ranked[:2]] + [Config(NATIVE)]))
+        candidates = [c for c in candidates if c.algorithm in bench_algorithms(bench)]
+        if self.s.verify_rounds > 0 and (len(candidates) > 1 or not ranked):
+            times = self._verify(bench, candidates, reps)
+        else:
+            times = dict(ranked)
+        best = min(times, key=lambda c: times[c])
+        native = times.get(Config(NATIVE))
+        if native is not None and native <= times[best] * (1 + TIE):
+            best = Config(NATIVE)
+        return best, times[best], native
+
+    def _verify(self, bench: Bench, candidates: list[Config], reps: int) -> dict[Config, float]:
+        runs: dict[Config, list[float]] = {c: [] for c in candidates}
+        for r in range(self.s.verify_rounds):
+            for j in range(len(candidates)):
+                cfg = candidates[(j + r) % len(candidates)]
+                res: Result = bench.run(cfg, 1, reps)
+                runs[cfg].append(res.seconds)
+        return {c: float(np.median(v)) for c, v in runs.items()}
+
+
+def bench_algorithms(bench: Bench) -> tuple[str, ...]:
+    """The algorithms of a bench's collective."""
+    import lpmpi
+
+    return lpmpi.algorithms(bench.collective)

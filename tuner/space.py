@@ -1,0 +1,130 @@
+"""The search space of one bucket (collective, message size, P): configurations, the exhaustive
+grid it is compared with, the trial budget and the model's warm-start configurations."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lpmpi import _core, model
+
+NATIVE = "native"
+ALGORITHM_PARAM = "algorithm"
+
+
+@dataclass(frozen=True, order=True)
+class Config:
+    """One point of the search space; ``chunk_bytes`` is None for unchunked algorithms."""
+
+    algorithm: str
+    chunk_bytes: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self.chunk_bytes is None:
+            return self.algorithm
+        k = self.chunk_bytes
+        text = f"{k >> 20}M" if k >= 1 << 20 else f"{k >> 10}K" if k >= 1 << 10 else f"{k}B"
+        return f"{self.algorithm}/{text}"
+
+
+def chunk_param(algorithm: str) -> str:
+    """The Optuna parameter holding log2 of ``algorithm``'s chunk (one per chunked algorithm,
+    so the sampler models each algorithm's chunk separately)."""
+    return f"{algorithm}_chunk_log2"
+
+
+@dataclass(frozen=True)
+class Space:
+    """The configurations of one collective at one message size."""
+
+    collective: str
+    nbytes: int
+    chunked: Mapping[str, bool]    # algorithm -> chunked, in registry order
+
+    @classmethod
+    def of(cls, collective: str, nbytes: int) -> Space:
+        """The space of ``collective`` at ``nbytes`` from the engine's registry."""
+        info = {name: chunked for name, _, chunked in _core._algorithm_info(collective)}
+        return cls(collective, nbytes, info)
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        return tuple(self.chunked)
+
+    @property
+    def log2_chunks(self) -> tuple[int, int]:
+        """The range of log2(chunk): powers of two from 1 KiB up to the message size, <= 16 MiB."""
+        chunks = model.grid_chunks(self.nbytes)
+        return chunks[0].bit_length() - 1, chunks[-1].bit_length() - 1
+
+    def grid(self) -> list[Config]:
+        """The exhaustive grid (:func:`lpmpi.model.grid`) that the tuner's regret is measured on."""
+        return [Config(alg, chunk) for alg, chunk in model.grid(self.collective, self.nbytes)]
+
+    def default_budget(self) -> int:
+        """A quarter of the grid's size (rounded up): distinct configurations measured per bucket
+        besides the native baseline (measured in every bucket for the table's native time)."""
+        return max(1, math.ceil(len(self.grid()) / 4))
+
+    def clamp(self, cfg: Config) -> Config:
+        """``cfg`` inside the space: chunk dropped for unchunked algorithms, rounded to a power
+        of two in range for chunked ones."""
+        if not self.chunked.get(cfg.algorithm):
+            return Config(cfg.algorithm)
+        chunk = cfg.chunk_bytes or model.grid_chunks(self.nbytes)[-1]
+        return Config(cfg.algorithm, model.pow2_chunk(chunk, self.nbytes))
+
+    # ---- Optuna parameters
+    def params(self, cfg: Config) -> dict[str, Any]:
+        """Optuna parameters of a configuration (for ``enqueue_trial``)."""
+        cfg = self.clamp(cfg)
+        p: dict[str, Any] = {ALGORITHM_PARAM: cfg.algorithm}
+        if cfg.chunk_bytes is not None:
+            p[chunk_param(cfg.algorithm)] = cfg.chunk_bytes.bit_length() - 1
+        return p
+
+    def suggest(self, trial: Any) -> Config:
+        """Ask an Optuna trial for a configuration (conditional space: a chunk only for chunked
+        algorithms, on a log2 scale)."""
+        alg = trial.suggest_categorical(ALGORITHM_PARAM, list(self.algorithms))
+        if not self.chunked[alg]:
+            return Config(alg)
+        k = trial.suggest_int(chunk_param(alg), *self.log2_chunks)
+        return Config(alg, 1 << k)
+
+    def config_of(self, params: Mapping[str, Any]) -> Config | None:
+        """The configuration of a finished trial's parameters (None if not of this space)."""
+        alg = params.get(ALGORITHM_PARAM)
+        if alg not in self.chunked:
+            return None
+        if not self.chunked[alg]:
+            return Config(alg)
+        k = params.get(chunk_param(alg))
+        return Config(alg, 1 << int(k)) if isinstance(k, int) else None
+
+    # ---- warm start
+    def predictions(self, nprocs: int) -> list[tuple[Config, float]]:
+        """Every algorithm once at its model chunk, with the model's time, fastest first.  LP's
+        chunk is the analytic optimum of (P - 1 + n/b)(alpha + b(beta + gamma)); other chunked
+        algorithms take the engine's model-optimal chunk."""
+        out = []
+        for alg, chunked in self.chunked.items():
+            chunk = None
+            if chunked and alg == "lp":
+                chunk = self.clamp(Config(alg, int(model.lp_optimal_chunk(nprocs, self.nbytes)))).chunk_bytes
+            elif chunked:
+                chunk = self.clamp(Config(alg, model.best_chunk(self.collective, alg, nprocs,
+                                                                self.nbytes))).chunk_bytes
+            out.append((Config(alg, chunk), model.predict(self.collective, alg, nprocs, self.nbytes, chunk)))
+        return sorted(out, key=lambda r: r[1])
+
+    def warm_start(self, nprocs: int, previous: Config | None = None) -> list[Config]:
+        """Configurations to measure first, in order: native (the baseline, always measured),
+        the model's predicted best, the previous (smaller) bucket's choice, then every other
+        algorithm once at its model chunk."""
+        ranked = [c for c, _ in self.predictions(nprocs)]
+        order = [Config(NATIVE)] if NATIVE in self.chunked else []
+        order += ranked[:1] + ([self.clamp(previous)] if previous is not None else []) + ranked[1:]
+        return list(dict.fromkeys(order))

@@ -1,0 +1,189 @@
+"""Optuna on rank 0: one study per (collective, memory kind, P, dtype, op, message size) in a
+persistent storage, driven with ask/tell.
+
+Resuming: a study is loaded by its deterministic name; its finished trials (complete or pruned)
+count towards the budget and are never measured again.  A trial still RUNNING when the study is
+opened was cut short by an interruption (Ctrl-C, kill -9 of any rank), since one tuner at a
+time drives a storage: it is marked FAIL and its configuration queued again, so it is re-run.
+"""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.space import NATIVE, Config, Space
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+DUPLICATE_ATTR = "duplicate_of"
+CHOICE_ATTR = "choice"
+LIBRARY_ATTR = "mpi_library"
+
+
+class FarFromBestPruner(optuna.pruners.BasePruner):
+    """Prune a trial whose intermediate time is more than ``factor`` times the best complete
+    trial's time (its first repetitions already show it cannot win)."""
+
+    def __init__(self, factor: float = 1.5) -> None:
+        if not factor > 1:
+            raise ValueError(f"the pruning factor must be > 1, got {factor}")
+        self.factor = factor
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        step = trial.last_step
+        if step is None:
+            return False
+        try:
+            best = study.best_value
+        except ValueError:  # no complete trial yet
+            return False
+        return trial.intermediate_values[step] > self.factor * best
+
+
+def storage_for(url: str) -> optuna.storages.BaseStorage:
+    """An Optuna storage: ``memory`` (no resume) or an RDB URL such as ``sqlite:///tune.db``."""
+    if url == "memory":
+        return optuna.storages.InMemoryStorage()
+    return optuna.storages.RDBStorage(url)
+
+
+def study_name(collective: str, memory: str, nprocs: int, dtype: str, op: str, nbytes: int) -> str:
+    """The deterministic name of a bucket's study (what a rerun loads)."""
+    return f"lpmpi/{collective}/{memory}/P{nprocs}/{dtype}/{op}/{nbytes}B"
+
+
+def sampler_seed(seed: int, name: str) -> int:
+    """A per-study seed derived from the run's seed (so buckets do not mirror each other)."""
+    return (seed * 1_000_003 + zlib.crc32(name.encode())) % (2**31 - 1)
+
+
+@dataclass
+class BucketStudy:
+    """The study of one bucket and what it has measured (rank 0 only)."""
+
+    study: optuna.Study
+    space: Space
+    budget: int
+    recovered: int = 0                                    # stale trials re-queued on open
+    measured: dict[Config, FrozenTrial] = field(default_factory=dict)
+    current: optuna.Trial | None = None
+
+    @classmethod
+    def open(cls, storage: optuna.storages.BaseStorage, name: str, space: Space, budget: int,
+             seed: int, prune_factor: float, startup: int, library: str) -> BucketStudy:
+        """Create or load a study; fail and re-queue stale RUNNING trials."""
+        sampler = optuna.samplers.TPESampler(seed=sampler_seed(seed, name), n_startup_trials=startup)
+        study = optuna.create_study(storage=storage, study_name=name, direction="minimize",
+                                    sampler=sampler, pruner=FarFromBestPruner(prune_factor),
+                                    load_if_exists=True)
+        known = study.user_attrs.get(LIBRARY_ATTR)
+        if known is None:
+            study.set_user_attr(LIBRARY_ATTR, library)
+        elif known != library:
+            raise RuntimeError(f"study {name!r} in this storage was tuned with {known!r}, not "
+                               f"{library!r}: use another --storage")
+        self = cls(study, space, budget)
+        self.recovered = self._recover_stale(storage)
+        self._index()
+        return self
+
+    def _recover_stale(self, storage: optuna.storages.BaseStorage) -> int:
+        stale = self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        for t in stale:
+            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)  # as optuna's fail_stale_trials
+            if t.params:
+                self.study.enqueue_trial(dict(t.params), skip_if_exists=False)
+        return len(stale)
+
+    def _index(self) -> None:
+        for t in self.study.get_trials(deepcopy=False, states=FINISHED):
+            cfg = self.space.config_of(t.params)
+            if cfg is not None and DUPLICATE_ATTR not in t.user_attrs and cfg not in self.measured:
+                self.measured[cfg] = t
+
+    # ---- the loop
+    @property
+    def counted(self) -> int:
+        """Configurations measured that count against the budget (all but the native baseline)."""
+        return sum(c.algorithm != NATIVE for c in self.measured)
+
+    @property
+    def done(self) -> bool:
+        baseline = NATIVE not in self.space.algorithms or Config(NATIVE) in self.measured
+        return baseline and self.counted >= self.budget
+
+    def enqueue(self, configs: list[Config]) -> None:
+        """Queue configurations to be asked first (once: skipped if already in the study)."""
+        for cfg in configs:
+            if cfg not in self.measured:
+                self.study.enqueue_trial(self.space.params(cfg), skip_if_exists=True)
+
+    def ask(self, max_duplicates: int = 50) -> Config | None:
+        """The next configuration to measure, or None when the budget is spent.  A suggestion
+        already measured is told its earlier value at once (no measurement, not counted)."""
+        for _ in range(max_duplicates):
+            if self.done:
+                return None
+            trial = self.study.ask()
+            cfg = self.space.suggest(trial)
+            earlier = self.measured.get(cfg)
+            if earlier is None:
+                self.current = trial
+                return cfg
+            trial.set_user_attr(DUPLICATE_ATTR, earlier.number)
+            self.study.tell(trial, earlier.value if earlier.value is not None else _last(earlier))
+        return None  # the sampler keeps proposing measured points: the space is exhausted
+
+    def should_prune(self, seconds: float, step: int) -> bool:
+        """Report an intermediate time of the current trial; True to stop it."""
+        assert self.current is not None
+        self.current.report(seconds, step)
+        return self.current.should_prune()
+
+    def tell(self, cfg: Config, seconds: float, pruned: bool, reps: int) -> FrozenTrial:
+        """Record the current trial's result."""
+        trial, self.current = self.current, None
+        assert trial is not None
+        trial.set_user_attr("reps", reps)
+        if pruned:
+            frozen = self.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            frozen = self.study.tell(trial, seconds)
+        self.measured[cfg] = frozen
+        return frozen
+
+    def abandon(self) -> None:
+        """Mark the current trial FAIL (interrupted); a rerun queues it again."""
+        if self.current is not None:
+            trial, self.current = self.current, None
+            self.study.tell(trial, state=TrialState.FAIL)
+            self.study.enqueue_trial(dict(trial.params), skip_if_exists=False)
+
+    # ---- results
+    def ranked(self) -> list[tuple[Config, float]]:
+        """Completed configurations, fastest first."""
+        done = [(c, t.value) for c, t in self.measured.items()
+                if t.state == TrialState.COMPLETE and t.value is not None]
+        return sorted(done, key=lambda r: r[1])
+
+    def best(self) -> tuple[Config, float] | None:
+        r = self.ranked()
+        return r[0] if r else None
+
+    def stored_choice(self) -> Mapping[str, Any] | None:
+        """The verified choice of an earlier run, if nothing was measured since."""
+        c = self.study.user_attrs.get(CHOICE_ATTR)
+        return c if isinstance(c, dict) and c.get("measured") == len(self.measured) else None
+
+
+    def store_choice(self, choice: Mapping[str, Any]) -> None:
+        self.study.set_user_attr(CHOICE_ATTR, {**choice, "measured": len(self.measured)})
+
+
+def _last(t: FrozenTrial) -> float:
+    step = t.last_step
+    return t.intermediate_values[step] if step is not None else float("inf")
