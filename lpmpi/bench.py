@@ -882,6 +882,152 @@ def format_header(h: dict[str, Any]) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------- --compare-grid
+
+TUNED = "tuned"
+REGRET_TARGET = 0.05  # "auto" within 5% of the exhaustive grid's best
+
+
+def chunk_label(algorithm: str, chunk_bytes: int | None) -> str:
+    """``lp/64K`` for a chunked configuration, the bare name otherwise."""
+    if chunk_bytes is None:
+        return algorithm
+    k = chunk_bytes
+    return f"{algorithm}/" + (f"{k >> 20}M" if k >= 1 << 20 else f"{k >> 10}K" if k >= 1 << 10 else f"{k}B")
+
+
+def tuned_choice(collective: str, nbytes: int, nprocs: int) -> tuple[str, int | None] | None:
+    """The loaded tuning table's (algorithm, chunk) for this size and P, or None."""
+    from lpmpi import tables
+
+    for table in tables.status().tables_for(nprocs):
+        row = table.lookup(collective, nbytes)
+        if row is not None:
+            return row.algorithm, row.chunk_bytes
+    return None
+
+
+def grid_cases(collective: str, nbytes: int, nprocs: int) -> list[Case]:
+    """The exhaustive grid (native first), then the table's choice (``tuned``) and ``auto``."""
+    from lpmpi import model
+
+    grid = sorted(model.grid(collective, nbytes), key=lambda g: g[0] != NATIVE)
+    cases = [Case(chunk_label(alg, chunk), alg, chunk) for alg, chunk in grid]
+    tuned = tuned_choice(collective, nbytes, nprocs)
+    if tuned is not None:
+        cases.append(Case(TUNED, *tuned))
+    cases.append(Case(AUTO, AUTO))
+    return cases
+
+
+@dataclass
+class GridRow:
+    """One size of ``--compare-grid``: the grid's best against the tuned choice and ``auto``."""
+
+    collective: str
+    nbytes: int
+    grid_size: int
+    best: str
+    best_us: float
+    native_us: float | None
+    tuned: str | None
+    tuned_us: float | None
+    auto: str
+    auto_us: float | None
+
+    def regret(self, t_us: float | None) -> float | None:
+        """Relative excess time over the grid's best."""
+        return t_us / self.best_us - 1 if t_us and self.best_us else None
+
+
+def grid_row(collective: str, nbytes: int, rows: Sequence[Row]) -> GridRow:
+    """Summarise the rows of one size measured with :func:`grid_cases`."""
+    by = {r.label: r for r in rows}
+    grid = [r for r in rows if r.label not in (TUNED, AUTO) and r.time_us]
+    best = min(grid, key=lambda r: r.time_us or math.inf)
+    tuned, auto = by.get(TUNED), by[AUTO]
+    native = by.get(NATIVE)
+    return GridRow(
+        collective,
+        nbytes,
+        len(rows) - (2 if tuned else 1),
+        best.label,
+        best.time_us or math.nan,
+        native.time_us if native else None,
+        chunk_label(tuned.algorithm or "?", tuned.chunk_bytes) if tuned else None,
+        tuned.time_us if tuned else None,
+        chunk_label(auto.selected_algorithm or "?", auto.selected_chunk_bytes),
+        auto.time_us,
+    )
+
+
+def _pct(x: float | None) -> str:
+    return f"{100 * x:+.1f}%" if x is not None else "-"
+
+
+def format_grid_row(g: GridRow) -> str:
+    """One line of the regret table."""
+    return (
+        f"{format_bytes(g.nbytes):>10}  {g.grid_size:>4}  {g.best:<10} {_num(g.best_us):>11}  "
+        f"{g.tuned or '-':<10} {_num(g.tuned_us):>11} {_pct(g.regret(g.tuned_us)):>8}  "
+        f"{g.auto:<10} {_num(g.auto_us):>11} {_pct(g.regret(g.auto_us)):>8}  {_num(g.native_us):>11}"
+    )
+
+
+GRID_HEADER = (
+    f"{'size':>10}  {'grid':>4}  {'grid_best':<10} {'best_us':>11}  {'tuned':<10} {'tuned_us':>11} "
+    f"{'regret':>8}  {'auto':<10} {'auto_us':>11} {'regret':>8}  {'native_us':>11}"
+)
+
+
+def summarize_grid(grows: Sequence[GridRow]) -> tuple[list[str], dict[str, Any]]:
+    """The worst regrets, and whether auto met the target and never lost to native."""
+    regrets = [(g.regret(g.auto_us), g.nbytes) for g in grows if g.regret(g.auto_us) is not None]
+    tuned = [(g.regret(g.tuned_us), g.nbytes) for g in grows if g.regret(g.tuned_us) is not None]
+    vs_native = [(g.auto_us / g.native_us, g.nbytes) for g in grows if g.auto_us and g.native_us]
+    data: dict[str, Any] = {"sizes": len(grows), "target": REGRET_TARGET}
+    lines = []
+    for name, values in (("auto", regrets), ("tuned", tuned)):
+        if values:
+            worst, at = max(values)
+            over = [n for r, n in values if r > REGRET_TARGET]
+            data[f"worst_{name}_regret"] = {"regret": worst, "nbytes": at, "sizes_over_target": over}
+            lines.append(
+                f"worst {name} regret: {_pct(worst)} at {format_bytes(at)}; "
+                f"{len(over)} of {len(values)} sizes over {_pct(REGRET_TARGET)}"
+            )
+    if vs_native:
+        worst, at = max(vs_native)
+        data["worst_auto_over_native"] = {"ratio": worst, "nbytes": at}
+        lines.append(f"worst auto/native time ratio: {worst:.3f} at {format_bytes(at)}")
+    return lines, data
+
+
+def run_compare_grid(
+    comm: MPI.Comm, s: Settings, counts: Sequence[int], out: Callable[[str], None]
+) -> tuple[list[Row], dict[str, Any]]:
+    """``--compare-grid`` for one collective: every algorithm x chunk (powers of two), the tuned
+    choice and ``auto`` measured side by side at each size; prints the regret table."""
+    nprocs = comm.Get_size()
+    out("")
+    out(f"# {s.collective} --compare-grid  dtype={s.dtype.name}  op={s.op}  P={nprocs}")
+    out(GRID_HEADER)
+    rows: list[Row] = []
+    grows: list[GridRow] = []
+    for count in counts:
+        nbytes = count * s.dtype.itemsize
+        size_rows = run_size(comm, s, count, grid_cases(s.collective, nbytes, nprocs))
+        rows.extend(size_rows)
+        grows.append(grid_row(s.collective, nbytes, size_rows))
+        out(format_grid_row(grows[-1]))
+    lines, data = summarize_grid(grows)
+    data["rows"] = [asdict(g) for g in grows]
+    out(f"# summary ({s.collective} --compare-grid, P={nprocs})")
+    for line in lines:
+        out("  " + line)
+    return rows, data
+
+
 # ----------------------------------------------------------------------------- driver
 
 
@@ -1024,6 +1170,12 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         default="host",
         help="where buffers live",
     )
+    p.add_argument(
+        "--compare-grid",
+        action="store_true",
+        help="measure the exhaustive grid (every algorithm x chunk sizes in powers of two) per size "
+        "and report its best, the tuning table's choice and auto: the tuner's regret",
+    )
     return p
 
 
@@ -1078,6 +1230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     summaries: dict[str, Any] = {}
     for collective in collectives:
         cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op)
+        if args.compare_grid:
+            cases = [Case(AUTO, AUTO)]  # (the grid's cases are built per size)
         if not cases:
             out(f"# {collective}: none of the requested algorithms applies")
             continue
@@ -1092,7 +1246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.check,
             backend,
         )
-        rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
+        if args.compare_grid:
+            rows, summaries[collective] = run_compare_grid(comm, s, counts, out)
+        else:
+            rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
         all_rows.extend(rows)
 
     failed = [r for r in all_rows if r.check in ("MISMATCH", "ERROR")]
