@@ -332,3 +332,16 @@ def test_status_in_this_process():
     assert copy.copy(st).tables_for(999) == []
     assert "tuning tables" in tables.describe({"nprocs": 1, "memory": "host", "mpi_library": LIB})[0]
     assert callable(lpmpi.explain)
+
+
+def test_info_shows_which_table_applies(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc()))
+    out = python("from lpmpi.__main__ import main; main(['info'])", env={"LPMPI_TUNING_FILE": str(path)})
+    assert f"tuning tables: LPMPI_TUNING_FILE ({path})" in out
+    assert f"{path}: P=1 host, 4 rows: applies" in out
+    assert "1 KiB: mst  [table]" in out and "64 KiB: lp, chunk 128 KiB  [table]" in out
+    foreign = tmp_path / "f.json"
+    foreign.write_text(json.dumps(doc(library="Open MPI v5.0.3")))
+    out = python("from lpmpi.__main__ import main; main(['info'])", env={"LPMPI_TUNING_FILE": str(foreign)})
+    assert "ignored: foreign" in out and "no table for P=1 (host): 'auto' uses the cost model" in out
