@@ -106,25 +106,32 @@ class Space:
 
     # ---- warm start
     def predictions(self, nprocs: int) -> list[tuple[Config, float]]:
-        """Every algorithm once at its model chunk, with the model's time, fastest first.  LP's
-        chunk is the analytic optimum of (P - 1 + n/b)(alpha + b(beta + gamma)); other chunked
-        algorithms take the engine's model-optimal chunk."""
+        """Every algorithm once at the engine's model-optimal chunk, with the model's time,
+        fastest first."""
         out = []
         for alg, chunked in self.chunked.items():
             chunk = None
-            if chunked and alg == "lp":
-                chunk = self.clamp(Config(alg, int(model.lp_optimal_chunk(nprocs, self.nbytes)))).chunk_bytes
-            elif chunked:
-                chunk = self.clamp(Config(alg, model.best_chunk(self.collective, alg, nprocs,
-                                                                self.nbytes))).chunk_bytes
+            if chunked:
+                best = model.best_chunk(self.collective, alg, nprocs, self.nbytes)
+                chunk = self.clamp(Config(alg, best)).chunk_bytes
             out.append((Config(alg, chunk), model.predict(self.collective, alg, nprocs, self.nbytes, chunk)))
         return sorted(out, key=lambda r: r[1])
 
+    def lp_analytic(self, nprocs: int) -> Config | None:
+        """LP at the analytic optimum chunk, b minimising (P - 1 + n/b)(alpha + b(beta + gamma)),
+        rounded to the grid (None when the collective has no LP)."""
+        if not self.chunked.get("lp"):
+            return None
+        return self.clamp(Config("lp", int(model.lp_optimal_chunk(nprocs, self.nbytes))))
+
     def warm_start(self, nprocs: int, previous: Config | None = None) -> list[Config]:
         """Configurations to measure first, in order: native (the baseline, always measured),
-        the model's predicted best, the previous (smaller) bucket's choice, then every other
-        algorithm once at its model chunk."""
+        the model's predicted best, the previous (smaller) bucket's choice, LP at the analytic
+        chunk, then every other algorithm once at its model chunk."""
         ranked = [c for c, _ in self.predictions(nprocs)]
         order = [Config(NATIVE)] if NATIVE in self.chunked else []
-        order += ranked[:1] + ([self.clamp(previous)] if previous is not None else []) + ranked[1:]
+        order += ranked[:1]
+        order += [self.clamp(c) for c in (previous, self.lp_analytic(nprocs)) if c is not None]
+        seen = {c.algorithm for c in order}
+        order += [c for c in ranked[1:] if c.algorithm not in seen]
         return list(dict.fromkeys(order))
