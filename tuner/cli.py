@@ -23,7 +23,7 @@ from mpi4py import MPI
 
 import lpmpi
 from lpmpi import model, tables
-from lpmpi.bench import COLLECTIVES, _Parser, parse_size, parse_sizes, resolve_dtype
+from lpmpi.bench import COLLECTIVES, OPS, _Parser, parse_size, parse_sizes, resolve_dtype
 from tuner.driver import Settings, StopRun, Tuner
 from tuner.report import BucketResult, Progress, summary
 
@@ -62,7 +62,7 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--out", help="table to write (default lpmpi-table-P<P>.json)")
     p.add_argument("--seed", type=int, default=0, help="TPE sampler seed")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--op", default="sum")
+    p.add_argument("--op", default="sum", type=str.lower, choices=OPS)
     p.add_argument("--root", type=int, default=0)
     p.add_argument("--memory", default="host", choices=["host"])
     p.add_argument("--warmup", type=int, default=2, help="untimed calls before each trial")
@@ -95,6 +95,9 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
         p.error(str(exc))
     if not 0 <= a.root < nprocs:
         p.error(f"--root {a.root} is out of range for {nprocs} processes")
+    out_dir = os.path.dirname(os.path.abspath(a.out or "."))
+    if not os.access(out_dir, os.W_OK):
+        p.error(f"--out: cannot write into {out_dir}")
     for name in ("trials", "min_reps", "max_trials_this_run"):
         if getattr(a, name) is not None and getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
