@@ -1176,6 +1176,12 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         help="measure the exhaustive grid (every algorithm x chunk sizes in powers of two) per size "
         "and report its best, the tuning table's choice and auto: the tuner's regret",
     )
+    # --scaling lives in lpmpi/_scaling.py
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="time against P: every algorithm on sub-communicators of 2..P ranks, in this one run",
+    )
     return p
 
 
@@ -1248,6 +1254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.compare_grid:
             rows, summaries[collective] = run_compare_grid(comm, s, counts, out)
+        elif args.scaling:  # lpmpi/_scaling.py
+            from lpmpi._scaling import run_scaling
+
+            rows, summaries[collective] = run_scaling(comm, s, counts, cases, out)
         else:
             rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
         all_rows.extend(rows)
