@@ -1,0 +1,297 @@
+"""Run lpmpi's C engine on simulated platforms (SimGrid SMPI) and, for calibration, for real here.
+
+    python sim/run.py build                      # make -C sim (smpicc and mpicc drivers)
+    python sim/run.py fattree                    # fat-tree, 100 Gb/s, P = 2 .. 1024, 64 MiB
+    python sim/run.py pcie8                      # 8 GPUs behind PCIe switches, P = 2 .. 8
+    python sim/run.py here                       # this machine: measured (mpiexec) and simulated
+    python sim/run.py fattree --P 8,1024 --algs lp,mst --timeout 1800
+
+Each run appends rows to sim/results/<platform>.json (same key = replaced): one row per
+(collective, label, P, bytes) with ``kind`` = "simulated" (SMPI; MPI_Wtime is simulated time)
+or "measured" (real MPI on this machine), the median over repetitions, algbw and busbw.
+
+Labels: ``lp``, ``mst``, ``be``, ``ring`` are lpmpi's algorithms (src/, unchanged, built with
+smpicc); ``smpi-mpich`` and ``smpi-ompi`` are SMPI's own implementations of MPICH's and Open
+MPI's collective selection (``--cfg=smpi/<coll>:mpich`` / ``:ompi``), reached through lpmpi's
+``native`` algorithm (which calls MPI_Allreduce).
+
+Simulation settings, the same for every algorithm (SMPI_CFG below):
+- network: SMPI's flow model with its piecewise latency/bandwidth factors set to 1 (pure
+  latency + size / bandwidth per link, max-min sharing of links between concurrent flows),
+  no cross-traffic (no TCP ACK stream: an RDMA-like network), every send rendezvous
+  (send-is-detached-thresh 0);
+- computation: not simulated (smpi/simulate-computation:no): local work between MPI calls takes
+  no simulated time, for lpmpi and SMPI alike.  SMPI's own collectives do not charge their
+  reductions either, so reductions are free for everyone (gamma = 0): the comparison is of
+  communication only.  ``--charge-gamma`` (lpmpi's algorithms only) adds a reduction cost;
+- MPI_Test costs no simulated time (smpi/test:0; SMPI's default of 100 us per call models a
+  polling loop, while lpmpi waits in MPI_Waitany whenever nothing moved);
+- buffers are SMPI shared memory (SMPI_SHARED_MALLOC): contents are meaningless, lpmpi's kernels
+  are not executed (the --verify runs in `python sim/run.py verify` do execute and check them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIM = Path(__file__).resolve().parent
+ROOT = SIM.parent
+BUILD = SIM / "build"
+RESULTS = SIM / "results"
+PLATFORMS = SIM / "platforms"
+
+SMPI_CFG = [
+    "--cfg=smpi/simulate-computation:no",
+    "--cfg=smpi/test:0",
+    "--cfg=smpi/bw-factor:0:1",
+    "--cfg=smpi/lat-factor:0:1",
+    "--cfg=network/crosstraffic:0",
+    "--cfg=smpi/send-is-detached-thresh:0",
+    "--cfg=smpi/shared-malloc:global",
+    "--log=root.thres:critical",
+]
+MIB = 1 << 20
+
+# platform: file, host names, model given to lp_model_set (sets lpmpi's chunk), defaults
+PLATFORM = {
+    "fattree": {
+        "xml": PLATFORMS / "fattree1024.xml",
+        "hosts": [f"n{i}" for i in range(1024)],
+        "alpha": 1e-6,  # end to end through the spine (4 links of 250 ns)
+        "beta": 1 / 12.5e9,  # 100 Gb/s
+        "P": [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+        "sizes": [64 * MIB],
+    },
+    "pcie8": {
+        "xml": PLATFORMS / "pcie8.xml",
+        "hosts": [f"g{i}" for i in range(8)],
+        "alpha": 6e-6,  # across two switches (4 links of 1.5 us)
+        "beta": 1 / 10e9,
+        "P": [2, 3, 4, 5, 6, 7, 8],
+        "sizes": [MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB],
+    },
+    "here": {  # written by `here` from the measured alpha, beta (platforms/here.xml)
+        "xml": PLATFORMS / "here.xml",
+        "hosts": [f"h{i}" for i in range(8)],
+        "P": [2, 3, 4],
+        "sizes": [MIB, 16 * MIB, 64 * MIB],
+    },
+}
+LPMPI_ALGS = {"allreduce": ["lp", "mst", "be", "ring"], "reduce": ["lp", "mst", "be"], "bcast": ["lp", "mst", "be"]}
+SELECTORS = ["mpich", "ompi"]
+
+
+def simgrid_version() -> str:
+    try:
+        out = subprocess.run(["smpirun", "-version"], capture_output=True, text=True, timeout=30)
+        return (out.stdout + out.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def build() -> None:
+    subprocess.run(["make", "-C", str(SIM)], check=True)
+
+
+def parse_lpsim(text: str) -> list[dict]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("LPSIM ")]
+
+
+def smpirun(platform: str, nprocs: int, args: list[str], extra_cfg: list[str], timeout: float) -> tuple[list[dict], float, str]:
+    p = PLATFORM[platform]
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as f:
+        f.write("\n".join(p["hosts"][:nprocs]) + "\n")
+        hostfile = f.name
+    cmd = ["smpirun", "-np", str(nprocs), "-platform", str(p["xml"]), "-hostfile", hostfile, *SMPI_CFG,
+           *extra_cfg, str(BUILD / "lpsim-smpi"), *args]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())
+        out = proc.stdout + proc.stderr
+        rows = parse_lpsim(proc.stdout)
+        if proc.returncode != 0:
+            print(f"  smpirun failed ({proc.returncode}): {' '.join(cmd)}\n{out[-2000:]}", file=sys.stderr)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        rows = parse_lpsim(out)
+        print(f"  TIMEOUT after {timeout:.0f} s: {' '.join(cmd)}", file=sys.stderr)
+    finally:
+        os.unlink(hostfile)
+    return rows, time.monotonic() - t0, " ".join(cmd)
+
+
+def row_out(r: dict, platform: str, label: str, kind: str, wall: float, cmd: str) -> dict:
+    P, n, t = r["P"], r["nbytes"], r["median_s"]
+    factor = 2 * (P - 1) / P if r["coll"] == "allreduce" else 1.0
+    return {
+        "platform": platform, "kind": kind, "coll": r["coll"], "label": label, "alg": r["alg"], "P": P,
+        "nbytes": n, "chunk_bytes": r["chunk_bytes"], "time_s": t, "min_s": r["min_s"], "max_s": r["max_s"],
+        "reps": r["reps"], "algbw_GBps": n / t / 1e9, "busbw_GBps": n / t / 1e9 * factor,
+        "model": r.get("model"), "charge_gamma": r.get("charge_gamma"), "wall_s": round(wall, 2),
+        "command": cmd, "mpi": r.get("mpi"),
+    }
+
+
+def save(platform: str, rows: list[dict], meta: dict) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{platform}.json"
+    doc = json.loads(path.read_text()) if path.exists() else {"meta": {}, "rows": []}
+    key = lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"], r.get("charge_gamma") or 0)  # noqa: E731
+    new = {key(r) for r in rows}
+    doc["rows"] = [r for r in doc["rows"] if key(r) not in new] + rows
+    doc["rows"].sort(key=lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"]))
+    doc["meta"].update(meta)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"  -> {path} ({len(doc['rows'])} rows)")
+
+
+def simulate(platform: str, args: argparse.Namespace) -> None:
+    p = PLATFORM[platform]
+    Ps = args.P or p["P"]
+    sizes = args.sizes or p["sizes"]
+    colls = args.coll.split(",")
+    meta = {
+        "simgrid": simgrid_version(), "smpi_cfg": SMPI_CFG, "platform_xml": str(p["xml"].relative_to(ROOT)),
+        "alpha_beta_for_chunk": [p.get("alpha"), p.get("beta")],
+        "note": "kind=simulated: SimGrid SMPI running lpmpi's C engine (src/) on the platform; times "
+        "are simulated seconds, not measured",
+    }
+    for coll in colls:
+        labels = args.algs.split(",") if args.algs else LPMPI_ALGS[coll] + [f"smpi-{s}" for s in SELECTORS]
+        for P in Ps:
+            lp_labels = [a for a in labels if not a.startswith("smpi-")]
+            rows = []
+            common = ["--coll", coll, "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps),
+                      "--warmup", str(args.warmup), "--alpha", str(p["alpha"]), "--beta", str(p["beta"]),
+                      "--test-hook", "0"]
+            if args.charge_gamma:
+                common += ["--charge-gamma", str(args.charge_gamma)]
+            if args.chunk:  # a forced chunk: rows labelled e.g. lp/128K
+                common += ["--chunk", str(args.chunk)]
+            for alg in lp_labels:  # one smpirun per algorithm: a timeout loses only that one
+                got, wall, cmd = smpirun(platform, P, [*common, "--algs", alg], [], args.timeout)
+                print(f"{platform} {coll} P={P} {alg}: " + ", ".join(f"{r['nbytes']}B {r['median_s'] * 1e3:.3f} ms"
+                      for r in got) + f"  (wall {wall:.1f} s)", flush=True)
+                tag = f"{alg}/{args.chunk // 1024}K" if args.chunk else alg
+                rows += [row_out(r, platform, tag, "simulated", wall, cmd) for r in got]
+            for sel in (a[5:] for a in labels if a.startswith("smpi-")):
+                got, wall, cmd = smpirun(platform, P, [*common, "--algs", "native"], [f"--cfg=smpi/{coll}:{sel}"],
+                                         args.timeout)
+                print(f"{platform} {coll} P={P} smpi-{sel}: " + ", ".join(
+                    f"{r['nbytes']}B {r['median_s'] * 1e3:.3f} ms" for r in got) + f"  (wall {wall:.1f} s)", flush=True)
+                rows += [row_out(r, platform, f"smpi-{sel}", "simulated", wall, cmd) for r in got]
+            if rows:
+                save(platform, rows, meta)
+
+
+def verify(args: argparse.Namespace) -> None:
+    """Run every lpmpi algorithm under SMPI with real data and kernels; check results exactly."""
+    ok = True
+    for coll in ("allreduce", "reduce", "bcast"):
+        for P in (2, 3, 5, 8):
+            got, wall, cmd = smpirun("fattree", P, ["--coll", coll, "--verify", "--root", str(P - 1),
+                                                    "--sizes", "4,1000,100004", "--chunk", "4096",
+                                                    "--algs", ",".join(LPMPI_ALGS[coll] + ["native"]),
+                                                    "--reps", "1", "--test-hook", "0"], [], 300)
+            bad = [r for r in got if r["verified"] is not True]
+            ok = ok and not bad and len(got) == 3 * (len(LPMPI_ALGS[coll]) + 1)
+            print(f"verify {coll} P={P}: {len(got)} checked, {len(bad)} wrong ({wall:.1f} s)")
+    print("SMPI runs of the engine: all results exact" if ok else "SOME RESULTS WRONG")
+    sys.exit(0 if ok else 1)
+
+
+def here(args: argparse.Namespace) -> None:
+    """Measure the same driver with real MPI here (mpiexec), fit alpha/beta from P = 2 messages,
+    write platforms/here.xml from them, and simulate the same runs on it."""
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
+    env = dict(os.environ, MPIR_CVAR_CH4_PROGRESS_THROTTLE="1",
+               MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT="16")
+    exe = str(BUILD / "lpsim-mpi")
+
+    def measured(P: int, cargs: list[str]) -> list[dict]:
+        cmd = [mpiexec, "-n", str(P), exe, *cargs]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+        if proc.returncode:
+            print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
+        return [dict(r, _cmd=" ".join(cmd)) for r in parse_lpsim(proc.stdout)]
+
+    # 1. alpha, beta: bcast at P = 2 is one message (MPICH sends it whole)
+    probe_sizes = [1 << k for k in range(10, 27, 2)]
+    pts = measured(2, ["--coll", "bcast", "--algs", "native", "--sizes", ",".join(map(str, probe_sizes)),
+                       "--reps", "21", "--warmup", "3"])
+    import numpy as np
+
+    n = np.array([r["nbytes"] for r in pts], float)
+    t = np.array([r["median_s"] for r in pts], float)
+    A = np.vstack([np.ones_like(n), n]).T / t[:, None]  # relative least squares
+    alpha, beta = np.linalg.lstsq(A, np.ones_like(t), rcond=None)[0]
+    alpha = max(alpha, 1e-7)
+    print(f"here: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.4f} ns/B ({1 / beta / 1e9:.2f} GB/s)")
+    PLATFORM["here"].update(alpha=float(alpha), beta=float(beta))
+    xml = f"""<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<!-- This machine as a flat cluster, written by `python sim/run.py here` from the measured
+     one-message time at P = 2 (MPICH shared memory): t = alpha + n beta with alpha = {alpha * 1e6:.3f} us,
+     beta = 1 / ({1 / beta / 1e9:.3f} GB/s).  Each rank on its own host; a message crosses two
+     links (alpha/2 each).  Links are full duplex and ranks never share a core: what this
+     model leaves out (2 cores shared by up to 4 ranks, memory bandwidth shared by all copies)
+     is what the measured-vs-simulated comparison shows. -->
+<platform version="4.1">
+  <cluster id="here" prefix="h" suffix="" radical="0-7" speed="1Gf" bw="{1 / beta:.6g}Bps" lat="{alpha / 2:.6g}s"
+           sharing_policy="SPLITDUPLEX"/>
+</platform>
+"""
+    (PLATFORMS / "here.xml").write_text(xml)
+    rows, meta = [], {"alpha": alpha, "beta": beta, "probe": [[int(a), b] for a, b in zip(n, t)],
+                      "note": "kind=measured: the lpsim driver built with mpicc, run with mpiexec here "
+                      "(2 cores; P > 2 oversubscribed); kind=simulated: the same on platforms/here.xml"}
+    sizes = ",".join(map(str, args.sizes or PLATFORM["here"]["sizes"]))
+    for P in args.P or PLATFORM["here"]["P"]:
+        base = ["--coll", "allreduce", "--sizes", sizes, "--alpha", str(alpha), "--beta", str(beta)]
+        cargs = [*base, "--algs", "lp,mst,be,ring,native", "--reps", "9", "--warmup", "2"]
+        for r in measured(P, cargs):
+            rows.append(row_out(r, "here", r["alg"], "measured", 0.0, r.pop("_cmd")))
+        sim_args = [*base, "--reps", "1", "--warmup", "1", "--test-hook", "0"]
+        got, wall, cmd = smpirun("here", P, [*sim_args, "--algs", "lp,mst,be,ring"], [], args.timeout)
+        rows += [row_out(r, "here", r["alg"], "simulated", wall, cmd) for r in got]
+        for sel in SELECTORS:
+            got, wall, cmd = smpirun("here", P, [*sim_args, "--algs", "native"], [f"--cfg=smpi/allreduce:{sel}"],
+                                     args.timeout)
+            rows += [row_out(r, "here", f"smpi-{sel}", "simulated", wall, cmd) for r in got]
+        print(f"here P={P}: {len(rows)} rows so far", flush=True)
+    save("here", rows, meta)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["build", "fattree", "pcie8", "here", "verify"])
+    ap.add_argument("--P", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--algs", help="labels: lp,mst,be,ring,smpi-mpich,smpi-ompi (default all)")
+    ap.add_argument("--coll", default="allreduce", help="comma-separated collectives (default allreduce)")
+    ap.add_argument("--reps", type=int, default=1, help="simulated runs are deterministic: 1 is enough")
+    ap.add_argument("--warmup", type=int, default=0, help="untimed calls first (default 0: simulated time is deterministic; the first call includes lpmpi's context set-up)")
+    ap.add_argument("--charge-gamma", type=float, default=0.0)
+    ap.add_argument("--chunk", type=int, default=0, help="force chunk_bytes (default: lpmpi's model-optimal)")
+    ap.add_argument("--timeout", type=float, default=1200, help="seconds per smpirun (default 1200)")
+    args = ap.parse_args()
+    if args.what == "build":
+        build()
+    elif args.what == "verify":
+        verify(args)
+    elif args.what == "here":
+        here(args)
+    else:
+        simulate(args.what, args)
+
+
+if __name__ == "__main__":
+    main()
