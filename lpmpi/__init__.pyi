@@ -4,6 +4,10 @@ from typing import Any, Literal, Optional, Tuple, TypeVar, Union
 
 from mpi4py import MPI
 
+from lpmpi import tables as tables
+from lpmpi._explain import Explanation
+from lpmpi.tables import TuningWarning as TuningWarning
+
 __version__: str
 IN_PLACE: Any
 
@@ -49,3 +53,5 @@ def bcast(buf: B, root: int = 0, comm: Optional[MPI.Comm] = None, *, algorithm: 
 def algorithms(collective: Collective) -> Tuple[str, ...]: ...
 def select(collective: Collective, nbytes: int, comm: Optional[MPI.Comm] = None,
            memory: Literal["host", "cuda"] = "host") -> Tuple[str, Optional[int]]: ...
+def explain(collective: Collective, nbytes: int, comm: Optional[MPI.Comm] = None,
+            memory: Literal["host", "cuda"] = "host") -> Explanation: ...
