@@ -56,6 +56,7 @@ SMPI_CFG = [
     "--cfg=network/crosstraffic:0",
     "--cfg=smpi/send-is-detached-thresh:0",
     "--cfg=smpi/shared-malloc:global",
+    "--cfg=smpi/shared-malloc-blocksize:67108864",  # one mapping per 64 MiB buffer (vm.max_map_count)
     "--log=root.thres:critical",
 ]
 MIB = 1 << 20
