@@ -1,5 +1,5 @@
 # Declarations of the C engine (src/lpmpi.h) for Cython.
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t, uintptr_t
 from mpi4py.libmpi cimport MPI_Comm
 
 cdef extern from "lpmpi.h" nogil:
@@ -49,8 +49,19 @@ cdef extern from "lpmpi.h" nogil:
     void lp_table_clear()
     void lp_table_set_hash(uint64_t hash)
     long lp_table_mismatches()
-    int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk)
+    int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
+                     int staging)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
     void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg,
-                   size_t *chunk, int *source)
+                   size_t *chunk, int *staging, int *source)
     int lp_check_local_error(MPI_Comm comm)
+
+    int lp_cuda_built()
+    void lp_configure_device(int emulate, int cuda_aware, int staging_buffers)
+    int lp_device_emulated()
+    int lp_cuda_aware()
+    int lp_staging_buffers()
+    int lp_device_count(int *n)
+    int lp_device_pointer(const void *p, int *device)
+    int lp_device_stream_sync(uintptr_t stream)
+    void lp_device_stats(long *not_ready, long *ops)

@@ -13,9 +13,10 @@ from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_Comm_test_inter, MPI_Co
                             MPI_Op, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR,
                             MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR)
 from lpmpi._clpmpi cimport *
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint64_t, uintptr_t
 
 import numpy as np
+import os as _os
 from operator import index as _index
 from mpi4py import MPI as PyMPI
 from lpmpi._errors import LPError, MismatchError
@@ -35,7 +36,7 @@ DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "ui
 # ops, in the order of lp_op_t
 OP_NAMES = ("sum", "prod", "max", "min", "avg", "land", "lor", "lxor", "band", "bor", "bxor")
 COLLECTIVES = ("allreduce", "reduce", "bcast")
-CUDA_BUILD = False  # set by the CUDA-enabled build
+CUDA_BUILD = bool(lp_cuda_built())  # compiled with nvcc: device kernels and the CUDA transports
 MEMORY_KINDS = ("host", "cuda")
 cdef enum:
     C_ALLREDUCE = 0
@@ -62,6 +63,71 @@ cdef bint _debug = False
 cdef long _mismatches_seen = 0
 cdef set _debug_seen = set()
 
+cdef bint _emulate = False
+cdef int _aware_setting = -1
+
+def _env_flag(name):
+    v = _os.environ.get(name)
+    if v is None or v.strip() == "":
+        return None
+    return v.strip().lower() not in ("0", "false", "no", "off")
+
+def _configure_device(emulate=None, cuda_aware=None, staging_buffers=None):
+    """Device-memory knobs; None reads the environment: LPMPI_EMULATE_STAGING=1 (host emulation
+    of the staged CUDA path: every buffer, host arrays included, is staged as if it were device
+    memory), LPMPI_CUDA_AWARE=0/1 (force the transport; unset: ask the MPI library),
+    LPMPI_STAGING_BUFFERS=n (chunks in flight per direction of the staged pipeline, 1..64)."""
+    global _emulate, _aware_setting
+    if emulate is None:
+        emulate = bool(_env_flag("LPMPI_EMULATE_STAGING"))
+    if cuda_aware is None:
+        f = _env_flag("LPMPI_CUDA_AWARE")
+        cuda_aware = -1 if f is None else int(f)
+    if staging_buffers is None:
+        v = _os.environ.get("LPMPI_STAGING_BUFFERS", "").strip()
+        staging_buffers = 0
+        if v:
+            try:
+                staging_buffers = int(v, 0)
+                if not 1 <= staging_buffers <= 64:
+                    raise ValueError
+            except ValueError:
+                import warnings
+                warnings.warn(f"lpmpi: ignoring LPMPI_STAGING_BUFFERS={v!r} (not an int in 1..64)",
+                              stacklevel=2)
+                staging_buffers = 0
+    _emulate = bool(emulate)
+    _aware_setting = cuda_aware
+    lp_configure_device(_emulate, cuda_aware, staging_buffers)
+
+_configure_device()
+
+def set_staging_buffers(int n):
+    """Staging buffers (chunks in flight per direction) of the staged device pipeline, 1..64
+    (the tuner's knob; LPMPI_STAGING_BUFFERS at import)."""
+    if not 1 <= n <= 64:
+        raise ValueError(f"staging buffers must be in 1..64, got {n}")
+    lp_configure_device(_emulate, _aware_setting, n)
+
+def cuda_info():
+    """What this build and process do with device memory (``python -m lpmpi info``).
+
+    Keys: built (nvcc was found at build time), emulated (LPMPI_EMULATE_STAGING), devices
+    (visible CUDA devices), transport ("cuda-aware" or "staged"), staging_buffers."""
+    cdef int n = 0
+    if CUDA_BUILD and not _emulate:
+        if lp_device_count(&n) != LP_OK:
+            n = 0
+    return {"built": CUDA_BUILD, "emulated": bool(lp_device_emulated()), "devices": n,
+            "transport": "cuda-aware" if lp_cuda_aware() else "staged",
+            "staging_buffers": lp_staging_buffers()}
+
+def _device_stats():
+    """Emulation counters (tests): (events found not ready, emulated device operations run)."""
+    cdef long a = 0, b = 0
+    lp_device_stats(&a, &b)
+    return a, b
+
 def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
     """Apply environment knobs (called by lpmpi at import)."""
     global _check_enabled, _debug
@@ -69,24 +135,25 @@ def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
     _debug = debug
     lp_configure(max_msg_bytes, window, check)
 
-cdef void _debug_log(int coll, size_t nbytes, MPI_Comm h, int alg, size_t chunk) noexcept:
+cdef void _debug_log(int coll, size_t nbytes, MPI_Comm h, int alg, size_t chunk, int mem=0) noexcept:
     """LPMPI_DEBUG=1: on rank 0, the choice once per collective, size bucket and size."""
-    cdef int rank = 0, size = 0, a = alg, src = -1
+    cdef int rank = 0, size = 0, a = alg, src = -1, w = 0
     cdef size_t c = chunk
     MPI_Comm_rank(h, &rank)
     MPI_Comm_size(h, &size)
     bucket = nbytes.bit_length()
-    if rank != 0 or (coll, bucket, size) in _debug_seen:
+    if rank != 0 or (coll, bucket, size, mem) in _debug_seen:
         return
-    _debug_seen.add((coll, bucket, size))
+    _debug_seen.add((coll, bucket, size, mem))
     if alg == LP_ALG_AUTO:
-        lp_select(coll, size, nbytes, 0, 1, &a, &c, &src)
+        lp_select(coll, size, nbytes, mem, 1, &a, &c, &w, &src)
         if chunk:
             c = chunk
     why = ("override", "table", "model")[src] if src >= 0 else "requested"
     ch = f" chunk {c}" if lp_algo_chunked(a) else ""
     import sys
-    print(f"lpmpi: {COLLECTIVES[coll]} {nbytes} B (bucket < 2^{bucket}) P={size}: "
+    where = " (device memory)" if mem else ""
+    print(f"lpmpi: {COLLECTIVES[coll]} {nbytes} B{where} (bucket < 2^{bucket}) P={size}: "
           f"{lp_algo_name(a).decode()}{ch} [{why}]", file=sys.stderr, flush=True)
 
 cdef inline int _after_call(int rc) except -1:
@@ -216,9 +283,11 @@ cdef struct Buf:
     char *ptr
     size_t count
     int dtype
-    int mem
+    int mem              # 0 host, 1 device (__cuda_array_interface__)
     bint readonly
     bint has_view
+    bint has_stream      # device: wait for `stream` before the engine reads or writes
+    uintptr_t stream
     Py_buffer view
 
 cdef int _numpy_dtype(cnp.ndarray a) except -2:
@@ -258,8 +327,16 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
         b.count = <size_t>cnp.PyArray_SIZE(a)
         b.readonly = not cnp.PyArray_ISWRITEABLE(a)
         return 0
-    if hasattr(obj, "__cuda_array_interface__"):
-        raise TypeError(f"{name} is a device array, but this lpmpi build has no CUDA support")
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError:
+        cai = None
+    except TypeError as e:   # PyTorch raises it for dtypes the interface lacks (bfloat16)
+        if _is_torch_cuda(obj):
+            return _get_torch(obj, name, b)
+        raise TypeError(f"{name}: {e}") from None
+    if cai is not None:
+        return _get_cai(obj, cai, name, b)
     try:
         PyObject_GetBuffer(obj, &b.view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)
     except BufferError:
@@ -284,13 +361,165 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
     b.readonly = b.view.readonly
     return 0
 
+# ---------------------------------------------------------------- device arrays
+
+cdef int _typestr_dtype(str typestr, obj, str name) except -2:
+    """lp_dtype_t of an __cuda_array_interface__ typestr ('<f4', '|b1', ...), or -1."""
+    if len(typestr) < 3 or not typestr[2:].isdigit():
+        return -1
+    order, kind, size = typestr[0], typestr[1], int(typestr[2:])
+    if order == ">" and size > 1:
+        raise TypeError(f"{name} is byte-swapped (non-native byte order); not supported")
+    if kind == "V" and size == 2:    # bfloat16 (ml_dtypes) travels as two raw bytes
+        return BF16 if getattr(getattr(obj, "dtype", None), "name", None) == "bfloat16" else -1
+    if kind not in "biufc":
+        return -1
+    return _KIND.get((kind.encode(), size), -1)
+
+cdef int _check_device_ptr(size_t ptr, size_t count, str name) except -1:
+    """A real device array must point at device memory (an emulated one at host memory)."""
+    cdef int dev = -1, rc
+    if count == 0:
+        return 0
+    if ptr == 0:
+        raise ValueError(f"{name} has a NULL data pointer")
+    if _emulate:
+        return 0
+    rc = lp_device_pointer(<const void *>ptr, &dev)
+    if rc != LP_OK:
+        _raise_status(rc)
+    if dev < 0:
+        raise TypeError(f"{name} exposes __cuda_array_interface__ but does not point at CUDA device "
+                        "memory")
+    return 0
+
+cdef int _get_cai(obj, cai, str name, Buf *b) except -1:
+    """Fill b from a device array's __cuda_array_interface__ (versions 0-3)."""
+    if not CUDA_BUILD and not _emulate:
+        raise TypeError(f"{name} is a device array, but this lpmpi build has no CUDA support (built "
+                        "without nvcc; LPMPI_EMULATE_STAGING=1 emulates device memory on the host)")
+    if not isinstance(cai, dict):
+        raise TypeError(f"{name}.__cuda_array_interface__ must be a dict")
+    try:
+        shape = tuple(_index(n) for n in cai["shape"])
+        typestr = str(cai["typestr"])
+        ptr, ro = cai["data"]
+        ptr = _index(ptr) if ptr is not None else 0
+    except (KeyError, TypeError, ValueError):
+        raise TypeError(f"{name} has a malformed __cuda_array_interface__ (needs shape, typestr and "
+                        "data)") from None
+    if cai.get("mask") is not None:
+        raise TypeError(f"{name} is a masked device array; masks are not supported")
+    dt = _typestr_dtype(typestr, obj, name)
+    if dt < 0:
+        raise TypeError(f"{name} has unsupported dtype {typestr!r}")
+    cdef size_t itemsize = lp_dtype_size(dt), count = 1
+    for n in shape:
+        if n < 0:
+            raise ValueError(f"{name} has a negative dimension in its shape {shape}")
+        count *= n
+    strides = cai.get("strides")
+    if strides is not None:
+        strides = tuple(strides)
+        if len(strides) != len(shape):
+            raise TypeError(f"{name} has a malformed __cuda_array_interface__ (strides and shape "
+                            "differ in length)")
+        expect = itemsize
+        for n, st in zip(reversed(shape), reversed(strides)):
+            if n > 1 and st != expect:
+                raise ValueError(f"{name} must be C-contiguous")
+            expect *= n
+    stream = cai.get("stream")
+    if stream is not None:
+        stream = _index(stream)
+        if stream == 0:
+            raise ValueError(f"{name}.__cuda_array_interface__ has stream 0, which the interface "
+                             "forbids (1 is the legacy default stream)")
+        b.stream = <uintptr_t>stream
+        b.has_stream = True
+    _check_device_ptr(ptr, count, name)
+    b.ptr = <char *><uintptr_t>ptr
+    b.count = count
+    b.dtype = dt
+    b.mem = 1
+    b.readonly = bool(ro)
+    return 0
+
+cdef bint _is_torch_cuda(obj):
+    return type(obj).__module__.startswith("torch") and bool(getattr(obj, "is_cuda", False))
+
+cdef int _get_torch(obj, str name, Buf *b) except -1:
+    """PyTorch CUDA tensors of dtypes __cuda_array_interface__ lacks (bfloat16)."""
+    import torch
+    if obj.dtype != torch.bfloat16:
+        raise TypeError(f"{name} has unsupported dtype {obj.dtype}")
+    if not CUDA_BUILD:
+        raise TypeError(f"{name} is a device array, but this lpmpi build has no CUDA support")
+    if not obj.is_contiguous():
+        raise ValueError(f"{name} must be C-contiguous")
+    _check_device_ptr(obj.data_ptr(), obj.numel(), name)
+    stream = torch.cuda.current_stream(obj.device).cuda_stream
+    b.ptr = <char *><uintptr_t>obj.data_ptr()
+    b.count = obj.numel()
+    b.dtype = BF16
+    b.mem = 1
+    b.readonly = False
+    b.stream = <uintptr_t>(stream or 1)   # the default stream's handle 0 is the legacy stream
+    b.has_stream = True
+    return 0
+
+cdef int _sync_streams(Buf *s, Buf *r) except -1:
+    """Wait for the streams the device arrays name, before the engine touches them."""
+    cdef int rc = LP_OK
+    cdef uintptr_t st
+    if s.has_stream:
+        st = s.stream
+        with nogil:
+            rc = lp_device_stream_sync(st)
+        if rc != LP_OK:
+            _raise_status(rc)
+    if r != NULL and r.has_stream and not (s.has_stream and r.stream == s.stream):
+        st = r.stream
+        with nogil:
+            rc = lp_device_stream_sync(st)
+        if rc != LP_OK:
+            _raise_status(rc)
+    return 0
+
+cdef object _alloc_device(obj, int dtype):
+    """recvbuf=None for a device input: PyTorch for a tensor, else CuPy (emulation without
+    CuPy: lpmpi's host-backed stand-in)."""
+    shape = tuple(obj.__cuda_array_interface__["shape"]) if not _is_torch_cuda(obj) else None
+    if shape is None:
+        import torch
+        return torch.empty_like(obj, memory_format=torch.contiguous_format)
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if _emulate and (cupy is None or not isinstance(obj, cupy.ndarray)):
+        from lpmpi._devarray import HostDeviceArray
+        return HostDeviceArray.empty(shape, getattr(obj, "dtype", None) or DTYPE_NAMES[dtype])
+    if cupy is None:
+        raise TypeError("recvbuf=None with a device sendbuf needs CuPy to allocate the result "
+                        "(install cupy, or pass recvbuf)")
+    if dtype == BF16:
+        raise TypeError("recvbuf=None: CuPy has no bfloat16; pass recvbuf")
+    if isinstance(obj, cupy.ndarray):
+        with obj.device:
+            return cupy.empty(shape, obj.dtype)
+    return cupy.empty(shape, DTYPE_NAMES[dtype])
+
 cdef inline void _release(Buf *b):
     if b.has_view:
         PyBuffer_Release(&b.view)
         b.has_view = False
 
-cdef object _alloc_like(obj, int dtype):
-    """recvbuf=None: a numpy array with the input's shape and dtype."""
+cdef object _alloc_like(obj, int dtype, int mem=0):
+    """recvbuf=None: a numpy array with the input's shape and dtype (device input: a device
+    array, see _alloc_device)."""
+    if mem:
+        return _alloc_device(obj, dtype)
     if cnp.PyArray_Check(obj):
         return np.empty(obj.shape, obj.dtype)
     return np.empty(memoryview(obj).shape, DTYPE_NAMES[dtype])
@@ -363,7 +592,7 @@ def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", c
         _get_buf(sendbuf, "sendbuf", &s)
         _check_op(o, s.dtype)
         if recvbuf is None:
-            recvbuf = _alloc_like(sendbuf, s.dtype)
+            recvbuf = _alloc_like(sendbuf, s.dtype, s.mem)
         if inplace:
             r = s
             r.has_view = False
@@ -372,13 +601,15 @@ def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", c
             _check_pair(&s, &r, "sendbuf", "recvbuf")
         if r.readonly:
             raise ValueError("recvbuf is read-only")
+        if s.mem:
+            _sync_streams(&s, &r)
     except BaseException:
         _release(&s)
         _release(&r)
         _local_error(h)
         raise
     if _debug:
-        _debug_log(C_ALLREDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk)
+        _debug_log(C_ALLREDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk, s.mem or _emulate)
     try:
         with nogil:
             rc = lp_allreduce(h, s.ptr, r.ptr, s.count, s.dtype, o, alg, chunk, s.mem)
@@ -435,8 +666,10 @@ def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="aut
             if r.readonly:
                 raise ValueError("recvbuf is read-only")
         elif is_root:
-            recvbuf = _alloc_like(sendbuf, s.dtype)
+            recvbuf = _alloc_like(sendbuf, s.dtype, s.mem)
             _get_buf(recvbuf, "recvbuf", &r)
+        if s.mem:
+            _sync_streams(&s, &r if is_root else NULL)
     except BaseException:
         _release(&s)
         _release(&r)
@@ -445,7 +678,7 @@ def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="aut
     cdef char *rp = r.ptr if is_root else NULL
     cdef int rank_root = _index(root)
     if _debug:
-        _debug_log(C_REDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk)
+        _debug_log(C_REDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk, s.mem or _emulate)
     try:
         with nogil:
             rc = lp_reduce(h, s.ptr, rp, s.count, s.dtype, o, rank_root, alg, chunk, s.mem)
@@ -477,13 +710,15 @@ def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
         _get_buf(buf, "buf", &b)
         if b.readonly:
             raise ValueError("buf is read-only (it is written on every rank but the root)")
+        if b.mem:
+            _sync_streams(&b, NULL)
     except BaseException:
         _release(&b)
         _local_error(h)
         raise
     cdef int rank_root = root
     if _debug:
-        _debug_log(C_BCAST, b.count * lp_dtype_size(b.dtype), h, alg, chunk)
+        _debug_log(C_BCAST, b.count * lp_dtype_size(b.dtype), h, alg, chunk, b.mem or _emulate)
     try:
         with nogil:
             rc = lp_bcast(h, b.ptr, b.count, b.dtype, rank_root, alg, chunk, b.mem)
@@ -500,7 +735,7 @@ def select(collective, nbytes, comm=None, memory="host"):
 
 def explain_choice(collective, nbytes, comm=None, memory="host"):
     """``(algorithm, chunk_bytes or None, source)`` with source 'override', 'table' or 'model'."""
-    cdef int size = 0, alg = 0, src = 0
+    cdef int size = 0, alg = 0, src = 0, w = 0
     cdef size_t chunk = 0
     cdef int c = _coll_index(collective)
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
@@ -509,7 +744,7 @@ def explain_choice(collective, nbytes, comm=None, memory="host"):
         raise ValueError(f"memory must be one of {MEMORY_KINDS}, got {memory!r}")
     cdef MPI_Comm h
     _comm(comm, &h, &size)
-    lp_select(c, size, nbytes, MEMORY_KINDS.index(memory), 1, &alg, &chunk, &src)
+    lp_select(c, size, nbytes, MEMORY_KINDS.index(memory), 1, &alg, &chunk, &w, &src)
     name = lp_algo_name(alg).decode()
     return name, (chunk if lp_algo_chunked(alg) else None), ("override", "table", "model")[src]
 
@@ -553,11 +788,14 @@ def table_mismatches():
     """Communicators on which ranks held different tables (and so fell back to the model)."""
     return lp_table_mismatches()
 
-def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes):
+def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes,
+              staging_buffers=None):
+    """One tuning row; staging_buffers (1..64, device memory's staged pipeline) optional."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,
-                    0 if chunk_bytes is None else chunk_bytes) != LP_OK:
+                    0 if chunk_bytes is None else chunk_bytes,
+                    0 if staging_buffers is None else staging_buffers) != LP_OK:
         raise ValueError(lp_errmsg().decode())
 
 # ---------------------------------------------------------------- local kernels (model fitting)
@@ -581,6 +819,8 @@ def reduce_local(out, a, b, op="sum"):
         _check_op(o, bo.dtype)
         if bo.readonly:
             raise ValueError("out is read-only")
+        if bo.mem:
+            raise TypeError("reduce_local takes host arrays")
         fn = lp_reduce_kernel(bo.dtype, o)
         with nogil:
             fn(bo.ptr, ba.ptr, bb.ptr, bo.count)

@@ -50,7 +50,7 @@ static int be_reduce_scatter(const lp_args_t *a, const be_t *b, char *work, char
             goto cleanup;
         }
         LP_TRY(lp_recv(a, tmp, bytes, lp_rrank(b->v + 1, b->root, b->P), LP_TAG_BE));
-        a->fn(work, a->sbuf, tmp, a->count);
+        LP_TRY(lp_reduce_local(a, work, a->sbuf, tmp, a->count));
         src = work;
     }
     int lo = 0, hi = b->pof2;
@@ -63,12 +63,12 @@ static int be_reduce_scatter(const lp_args_t *a, const be_t *b, char *work, char
         lp_blocks(a->count, b->pof2, glo, ghi, &goff, &glen);
         LP_TRY(lp_sendrecv(a, src + goff * es, glen * es, be_real(b, b->newrank ^ mask),
                            tmp, klen * es, be_real(b, b->newrank ^ mask), LP_TAG_BE));
-        a->fn(work + koff * es, src + koff * es, tmp, klen);
+        LP_TRY(lp_reduce_local(a, work + koff * es, src + koff * es, tmp, klen));
         src = work;
         lo = klo;
         hi = khi;
     }
-    if (src != work) lp_copy(work, src, bytes);   /* pof2 == 1: nothing exchanged */
+    if (src != work) LP_TRY(lp_copy(a, work, src, bytes));   /* pof2 == 1: nothing exchanged */
 cleanup:
     return rc;
 }
@@ -79,12 +79,12 @@ int lp_allreduce_be(const lp_args_t *a) {
     be_init(a, &b, 0);
     size_t es = a->esize, bytes = a->count * es;
     void *tmp;
-    LP_TRY(lp_ctx_scratch(a->ctx, bytes, &tmp));
+    LP_TRY(lp_scratch(a, bytes, &tmp));
     LP_TRY(be_reduce_scatter(a, &b, a->rbuf, tmp));
     if (b.newrank >= 0) {
         size_t off, len;
         lp_block(a->count, b.pof2, b.newrank, &off, &len);
-        lp_finish(a, a->rbuf + off * es, len);
+        LP_TRY(lp_finish(a, a->rbuf + off * es, len));
         for (int mask = 1; mask < b.pof2; mask *= 2) {       /* recursive doubling */
             int mine = b.newrank & ~(mask - 1), theirs = (b.newrank ^ mask) & ~(mask - 1);
             size_t moff, mlen, toff, tlen;
@@ -109,7 +109,7 @@ int lp_reduce_be(const lp_args_t *a) {
     size_t es = a->esize, bytes = a->count * es;
     int is_root = b.v == 0;
     void *s;
-    LP_TRY(lp_ctx_scratch(a->ctx, is_root ? bytes : 2 * bytes, &s));
+    LP_TRY(lp_scratch(a, is_root ? bytes : 2 * bytes, &s));
     char *tmp = s, *work = is_root ? a->rbuf : (char *)s + bytes;
     LP_TRY(be_reduce_scatter(a, &b, work, tmp));
     if (b.newrank < 0) goto cleanup;
@@ -125,7 +125,7 @@ int lp_reduce_be(const lp_args_t *a) {
         LP_TRY(lp_recv(a, work + off * es, len * es, be_real(&b, b.newrank + mask), LP_TAG_BE));
         hi += mask;
     }
-    if (is_root) lp_finish(a, a->rbuf, a->count);
+    if (is_root) LP_TRY(lp_finish(a, a->rbuf, a->count));
 cleanup:
     return rc;
 }

@@ -86,13 +86,13 @@ static int chain_step(chain_t *c, int *moved, int *done) {
         const char *out = a->sbuf + off;                  /* tail: own data as is */
         if (has_up_src) {
             char *dst = (c->sslot && has_up_dst) ? c->sslot + s * c->cb : a->rbuf + off;
-            a->fn(dst, a->sbuf + off, c->rslot + s * c->cb, len / a->esize);
+            LP_TRY(lp_reduce_local(a, dst, a->sbuf + off, c->rslot + s * c->cb, len / a->esize));
             out = dst;
         }
         if (has_up_dst)
             LP_MPI(MPI_Isend(out, (int)len, MPI_BYTE, c->left, c->tag_up, a->comm, &c->ps[s]));
         else
-            lp_finish(a, a->rbuf + off, len / a->esize);  /* head: chunk k is final */
+            LP_TRY(lp_finish(a, a->rbuf + off, len / a->esize));  /* head: chunk k is final */
         c->pdone++;
         *moved = 1;
     }
@@ -218,7 +218,7 @@ static int run_single(const lp_args_t *a, int up, int down, int tag_up, int tag_
     chain_t c;
     void *p = NULL;
     size_t need = chain_setup(a, &c, up, down, a->root, 1, 0, a->count * a->esize);
-    if (need) LP_TRY(lp_ctx_scratch(a->ctx, need, &p));
+    if (need) LP_TRY(lp_scratch(a, need, &p));
     chain_slots(&c, p);
     c.tag_up = tag_up;
     c.tag_down = tag_down;
@@ -241,7 +241,7 @@ int lp_allreduce_lp(const lp_args_t *a) {
     size_t n0 = chain_setup(a, &c[0], 1, 1, 0, 1, 0, half);
     size_t n1 = chain_setup(a, &c[1], 1, 1, a->size - 1, -1, half, total - half);
     int nch = total > half ? 2 : 1;
-    LP_TRY(lp_ctx_scratch(a->ctx, n0 + n1 + 64, &p));
+    LP_TRY(lp_scratch(a, n0 + n1 + 64, &p));
     chain_slots(&c[0], p);
     chain_slots(&c[1], (char *)p + n0);
     c[0].tag_up = LP_TAG_ALLREDUCE;

@@ -39,13 +39,13 @@ static int tree_reduce(const lp_args_t *a, char *acc, char *tmp, int root) {
         }
         if (v + mask < P) {
             LP_TRY(lp_recv(a, tmp, bytes, lp_rrank(v + mask, root, P), LP_TAG_MST));
-            a->fn(acc, cur, tmp, a->count);
+            LP_TRY(lp_reduce_local(a, acc, cur, tmp, a->count));
             cur = acc;
         }
     }
     if (v == 0) {
-        lp_copy(acc, cur, bytes);
-        lp_finish(a, acc, a->count);
+        LP_TRY(lp_copy(a, acc, cur, bytes));
+        LP_TRY(lp_finish(a, acc, a->count));
     }
 cleanup:
     return rc;
@@ -58,7 +58,7 @@ int lp_reduce_mst(const lp_args_t *a) {
     size_t bytes = a->count * a->esize;
     int is_root = a->rank == a->root;
     void *s;
-    LP_TRY(lp_ctx_scratch(a->ctx, is_root ? bytes : 2 * bytes, &s));
+    LP_TRY(lp_scratch(a, is_root ? bytes : 2 * bytes, &s));
     char *acc = is_root ? a->rbuf : (char *)s + bytes;
     LP_TRY(tree_reduce(a, acc, s, a->root));
 cleanup:
@@ -68,7 +68,7 @@ cleanup:
 int lp_allreduce_mst(const lp_args_t *a) {
     int rc = LP_OK;
     void *s;
-    LP_TRY(lp_ctx_scratch(a->ctx, a->count * a->esize, &s));
+    LP_TRY(lp_scratch(a, a->count * a->esize, &s));
     LP_TRY(tree_reduce(a, a->rbuf, s, 0));   /* recvbuf doubles as the accumulator */
     LP_TRY(tree_bcast(a, a->rbuf, 0));
 cleanup:

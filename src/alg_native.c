@@ -7,6 +7,9 @@
  * the library's collective with lpmpi's own kernel registered through MPI_Op_create on a
  * contiguous byte type, so results still follow the contract.  AVG is SUM followed by a
  * local division (every rank divides identical sums: identical results).
+ * Device memory on a CUDA-aware MPI: device pointers go to the library for its built-in
+ * (type, op) pairs; the pairs that need lpmpi's user op (a host function) run on a pinned host
+ * copy (lp_stage_whole).
  * Counts are split into pieces of at most lp_max_msg_bytes (element-wise ops allow it), so
  * every MPI count fits in an int. */
 #include "internal.h"
@@ -94,16 +97,21 @@ static const MPI_Op *builtin_op(lp_op_t o) {
     return &ops[o];
 }
 
-/* the (type, op) pair native uses for this dtype/op */
-static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
-    int builtin = builtin_type(d) != MPI_DATATYPE_NULL;
-    if (d == LP_BOOL && !(o == LP_LAND || o == LP_LOR || o == LP_LXOR)) builtin = 0;
+/* does MPI's own (type, op) pair give the contract's result for (d, o)? */
+int lp_native_builtin(lp_dtype_t d, lp_op_t o) {
+    if (builtin_type(d) == MPI_DATATYPE_NULL) return 0;
+    if (d == LP_BOOL && !(o == LP_LAND || o == LP_LOR || o == LP_LXOR)) return 0;
     /* MPI's MAX/MIN do not propagate NaN; the contract follows numpy, which does */
-    if ((d == LP_FLOAT32 || d == LP_FLOAT64) && (o == LP_MAX || o == LP_MIN)) builtin = 0;
+    if ((d == LP_FLOAT32 || d == LP_FLOAT64) && (o == LP_MAX || o == LP_MIN)) return 0;
     if (open_mpi() && (o == LP_SUM || o == LP_PROD) &&
         (d == LP_INT8 || d == LP_INT16 || d == LP_UINT8 || d == LP_UINT16))
-        builtin = 0;
-    if (builtin) {
+        return 0;
+    return 1;
+}
+
+/* the (type, op) pair native uses for this dtype/op */
+static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
+    if (lp_native_builtin(d, o)) {
         *t = builtin_type(d);
         *op = *builtin_op(o);
         return LP_OK;
@@ -122,6 +130,8 @@ int lp_allreduce_native(const lp_args_t *a) {
     int rc = LP_OK;
     MPI_Datatype t;
     MPI_Op op;
+    /* device memory: lpmpi's user op runs on the host, so such pairs go through host memory */
+    if (a->dev && !lp_native_builtin(a->dt, a->op)) return lp_stage_whole(a, lp_allreduce_native);
     LP_TRY(native_pair(a->dt, a->op, &t, &op));
     size_t pe = piece_elems(a), es = a->esize;
     for (size_t off = 0; off < a->count; off += pe) {
@@ -129,7 +139,7 @@ int lp_allreduce_native(const lp_args_t *a) {
         const void *s = a->sbuf == a->rbuf ? MPI_IN_PLACE : (const void *)(a->sbuf + off * es);
         LP_MPI(MPI_Allreduce(s, a->rbuf + off * es, n, t, op, a->comm));
     }
-    lp_finish(a, a->rbuf, a->count);
+    LP_TRY(lp_finish(a, a->rbuf, a->count));
 cleanup:
     return rc;
 }
@@ -138,6 +148,7 @@ int lp_reduce_native(const lp_args_t *a) {
     int rc = LP_OK;
     MPI_Datatype t;
     MPI_Op op;
+    if (a->dev && !lp_native_builtin(a->dt, a->op)) return lp_stage_whole(a, lp_reduce_native);
     LP_TRY(native_pair(a->dt, a->op, &t, &op));
     size_t pe = piece_elems(a), es = a->esize;
     int is_root = a->rank == a->root;
@@ -146,7 +157,7 @@ int lp_reduce_native(const lp_args_t *a) {
         const void *s = (is_root && a->sbuf == a->rbuf) ? MPI_IN_PLACE : (const void *)(a->sbuf + off * es);
         LP_MPI(MPI_Reduce(s, is_root ? a->rbuf + off * es : NULL, n, t, op, a->root, a->comm));
     }
-    if (is_root) lp_finish(a, a->rbuf, a->count);
+    if (is_root) LP_TRY(lp_finish(a, a->rbuf, a->count));
 cleanup:
     return rc;
 }

@@ -35,7 +35,7 @@ static int rs_step(const lp_args_t *a, const char *src, size_t soff, size_t slen
             size_t len = rlen - j * ce < ce ? rlen - j * ce : ce, off = (roff + j * ce) * es;
             char *slot = slots + (j % W) * ce * es;
             LP_MPI(MPI_Wait(&rr[j % W], MPI_STATUS_IGNORE));
-            a->fn(a->rbuf + off, a->sbuf + off, slot, len);
+            LP_TRY(lp_reduce_local(a, a->rbuf + off, a->sbuf + off, slot, len));
             size_t k = j + W;
             if (k < nr) {
                 size_t klen = rlen - k * ce < ce ? rlen - k * ce : ce;
@@ -54,7 +54,7 @@ int lp_allreduce_ring(const lp_args_t *a) {
     size_t es = a->esize, W = (size_t)lp_window;
     void *slots;
     MPI_Request *rq;
-    LP_TRY(lp_ctx_scratch(a->ctx, W * a->chunk_elems * es, &slots));
+    LP_TRY(lp_scratch(a, W * a->chunk_elems * es, &slots));
     LP_TRY(lp_ctx_requests(a->ctx, 2 * W, &rq));
     for (size_t i = 0; i < 2 * W; i++) rq[i] = MPI_REQUEST_NULL;
     for (int s = 0; s < P - 1; s++) {
@@ -66,7 +66,7 @@ int lp_allreduce_ring(const lp_args_t *a) {
     }
     size_t off, len;
     lp_block(a->count, P, (r + 1) % P, &off, &len);
-    lp_finish(a, a->rbuf + off * es, len);
+    LP_TRY(lp_finish(a, a->rbuf + off * es, len));
     for (int s = 0; s < P - 1; s++) {
         size_t soff, slen, roff, rlen;
         lp_block(a->count, P, (r + 1 - s + P) % P, &soff, &slen);

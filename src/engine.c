@@ -68,6 +68,7 @@ static int at_finalize(MPI_Comm comm, int kv, void *val, void *extra) {
     }
     MPI_Comm_free_keyval(&keyval);
     lp_native_free();
+    lp_device_release();
     return MPI_SUCCESS;
 }
 
@@ -179,7 +180,7 @@ size_t lp_best_chunk(int alg, int P, size_t nbytes) {
 }
 
 /* ---------------------------------------------------------------- tables and overrides */
-typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; } row_t;
+typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging; } row_t;
 static row_t *rows;
 static size_t nrows, cap_rows;
 static int ovr_alg[LP_NCOLLS] = {-1, -1, -1};
@@ -203,8 +204,10 @@ cleanup:
     return rc;
 }
 
-int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk) {
-    if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll || P < 1 || !(lo < hi))
+int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
+                 int staging) {
+    if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll || P < 1 || !(lo < hi) ||
+        (int)mem < 0 || mem >= LP_NMEMS || staging < 0 || staging > LP_MAX_EVENTS / 4)
         return LP_FAIL(LP_ERR_ARG, "invalid tuning row");
     if (nrows == cap_rows) {
         size_t cap = cap_rows ? 2 * cap_rows : 64;
@@ -213,7 +216,7 @@ int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int 
         rows = r;
         cap_rows = cap;
     }
-    rows[nrows++] = (row_t){(int)coll, (int)mem, P, alg, lo, hi, chunk};
+    rows[nrows++] = (row_t){(int)coll, (int)mem, P, alg, lo, hi, chunk, staging};
     select_gen++;
     return LP_OK;
 }
@@ -226,9 +229,9 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
 }
 
 void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg, size_t *chunk,
-               int *source) {
+               int *staging, int *source) {
     double n = (double)nbytes;
-    int a = -1;
+    int a = -1, w = 0;
     size_t c = 0;
     if (ovr_alg[coll] >= 0) {                                 /* 1. environment */
         a = ovr_alg[coll];
@@ -239,6 +242,7 @@ void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table
         if (r->coll == (int)coll && r->mem == (int)mem && r->P == P && r->lo <= n && n < r->hi) {
             a = r->alg;
             c = r->chunk;
+            w = r->staging;
             *source = LP_SRC_TABLE;
         }
     }
@@ -257,6 +261,7 @@ void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table
     else if (!c) c = lp_best_chunk(a, P, nbytes);
     *alg = a;
     *chunk = c;
+    *staging = w;
 }
 
 /* ---------------------------------------------------------------- consistency check */
@@ -290,15 +295,36 @@ int lp_check_local_error(MPI_Comm comm) {
 }
 
 /* ---------------------------------------------------------------- dispatch */
+/* one rank: the result is the input (a logical op gives 0 or 1) */
+static int run_single_rank(const lp_args_t *a) {
+    size_t nbytes = a->count * a->esize;
+    int logical = a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR;
+    if (a->coll == LP_BCAST) return LP_OK;
+    if (!a->dev) {
+        if (logical) lp_reduce_kernel(a->dt, LP_LOR)(a->rbuf, a->sbuf, a->sbuf, a->count);
+        else lp_copy(a, a->rbuf, a->sbuf, nbytes);
+        return LP_OK;
+    }
+    int rc = LP_OK;
+    if (logical) LP_TRY(a->dev->reduce(a->rbuf, a->sbuf, a->sbuf, a->count, a->dt, LP_LOR, 0));
+    else if (a->rbuf != a->sbuf) LP_TRY(a->dev->d2d(a->rbuf, a->sbuf, nbytes, 0));
+    LP_TRY(a->dev->sync(0));
+cleanup:
+    return rc;
+}
+
 static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size_t count,
                lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem) {
-    int rc = LP_OK, size, src;
+    int rc = LP_OK, size, src, staging = 0, bound = 0, saved = 0, xport;
+    const lp_devops_t *dev;
     lp_ctx_t *ctx;
     if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
+    if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
     lp_reduce_fn fn = NULL;
     if (coll != LP_BCAST && !(fn = lp_reduce_kernel(dt, op)))
         return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
-    if (mem != LP_MEM_HOST) return LP_FAIL(LP_ERR_UNSUPPORTED, "this build has no device-memory support");
+    LP_TRY(lp_device_route(mem, &dev, &xport));
+    if (dev) mem = LP_MEM_CUDA;                   /* emulation selects as for device memory */
     LP_TRY(lp_ctx_get(comm, &ctx));
     size = ctx->size;
     if (!ctx->table_state) LP_TRY(table_agree(ctx));
@@ -310,13 +336,15 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
             ctx->last[coll].mem == (int)mem) {
             alg = ctx->last[coll].alg;
             c = ctx->last[coll].chunk;
+            staging = ctx->last[coll].staging;
         } else {
-            lp_select(coll, size, nbytes, mem, ctx->table_state > 0, &alg, &c, &src);
+            lp_select(coll, size, nbytes, mem, ctx->table_state > 0, &alg, &c, &staging, &src);
             ctx->last[coll].gen = select_gen;
             ctx->last[coll].nbytes = nbytes;
             ctx->last[coll].mem = (int)mem;
             ctx->last[coll].alg = alg;
             ctx->last[coll].chunk = c;
+            ctx->last[coll].staging = staging;
         }
         if (!chunk_bytes) chunk_bytes = c;
     } else if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll) {
@@ -333,21 +361,24 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
         LP_TRY(agree(ctx, v, 0));
     }
     if (count == 0) return LP_OK;
-    if (size == 1) {
-        if (coll == LP_BCAST) return LP_OK;
-        if (op == LP_LAND || op == LP_LOR || op == LP_LXOR)   /* a logical result is 0 or 1 */
-            lp_reduce_kernel(dt, LP_LOR)(rbuf, sbuf, sbuf, count);
-        else
-            lp_copy(rbuf, sbuf, nbytes);
-        return LP_OK;
-    }
     lp_args_t a = {
         .ctx = ctx, .comm = ctx->comm, .rank = ctx->rank, .size = size, .coll = coll,
         .sbuf = sbuf, .rbuf = rbuf, .count = count, .dt = dt, .esize = esize, .op = op, .fn = fn,
         .root = root, .chunk_elems = chunk_bytes / esize ? chunk_bytes / esize : 1, .mem = mem,
+        .dev = dev, .xport = xport, .staging = (size_t)(staging > 0 ? staging : lp_staging),
     };
-    rc = A->run(&a);
+    if (dev) {
+        LP_TRY(dev->bind(sbuf ? sbuf : rbuf, &saved));
+        bound = 1;
+    }
+    if (size == 1) rc = run_single_rank(&a);
+    else if (xport == LP_XPORT_STAGED) rc = A->staged ? A->staged(&a) : lp_stage_whole(&a, A->run);
+    else rc = A->run(&a);
 cleanup:
+    if (bound) {
+        if (rc != LP_OK) dev->sync(-1);   /* nothing of this call may still run afterwards */
+        dev->unbind(saved);
+    }
     return rc;
 }
 

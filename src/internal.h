@@ -3,11 +3,10 @@
 #define LPMPI_INTERNAL_H
 
 #include "lpmpi.h"
+#include "devops.h"
 #include <string.h>
 
 /* ---- status handling: one macro passes a failure up with file:line ---- */
-int lp_fail(int code, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 int lp_mpi_fail(int mpierr, const char *file, int line, const char *call);
 
 #define LP_FAIL(code, ...) lp_fail((code), __FILE__, __LINE__, __VA_ARGS__)
@@ -32,6 +31,7 @@ typedef struct lp_ctx {
         size_t nbytes;
         int mem, alg;
         size_t chunk;
+        int staging;
     } last[LP_NCOLLS];
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 } lp_ctx_t;
@@ -40,6 +40,20 @@ int lp_ctx_get(MPI_Comm user_comm, lp_ctx_t **out);
 /* scratch space of at least `bytes` (64-byte aligned); invalidates earlier pointers */
 int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out);
 int lp_ctx_requests(lp_ctx_t *ctx, size_t n, MPI_Request **out);
+
+/* ---- how the bytes of device memory travel (device.c) ----
+ *   HOST    host memory: the algorithms as written.
+ *   STAGED  device memory, MPI without device support: the LP pipeline stages each chunk
+ *           through pinned host slots (alg_lp_staged.c); the other algorithms run on a pinned
+ *           host copy of the whole buffer (lp_stage_whole: copy to host, run, copy back).
+ *   AWARE   device memory, CUDA-aware MPI: device pointers go to MPI as they are; the
+ *           algorithms' local work (reductions, copies, AVG, scratch) runs on the device
+ *           through a->dev (lp_reduce_local, lp_copy, lp_finish, lp_scratch below). */
+enum { LP_XPORT_HOST = 0, LP_XPORT_STAGED = 1, LP_XPORT_AWARE = 2 };
+
+/* devops and transport for a call on memory `mem` (emulation: every call) */
+int lp_device_route(lp_mem_t mem, const lp_devops_t **dev, int *xport);
+void lp_device_release(void);   /* at MPI_Finalize */
 
 /* ---- arguments of one collective call, resolved and validated ---- */
 typedef struct {
@@ -57,6 +71,9 @@ typedef struct {
     int root;
     size_t chunk_elems;     /* >= 1, chunked algorithms only */
     lp_mem_t mem;
+    const lp_devops_t *dev; /* non-NULL: sbuf/rbuf are device memory, handled by these ops */
+    int xport;              /* LP_XPORT_* */
+    size_t staging;         /* staged pipeline: staging buffers (chunks in flight) per direction */
 } lp_args_t;
 
 typedef int (*lp_alg_fn)(const lp_args_t *a);
@@ -74,6 +91,7 @@ typedef struct {
     int chunked;            /* honours chunk_bytes */
     lp_alg_fn run;
     lp_cost_fn cost;
+    lp_alg_fn staged;       /* its own pipeline on the STAGED transport; NULL: lp_stage_whole */
 } lp_algo_t;
 
 extern const lp_algo_t lp_algos[];
@@ -93,6 +111,9 @@ int lp_allreduce_ring(const lp_args_t *a);
 int lp_allreduce_native(const lp_args_t *a);
 int lp_reduce_native(const lp_args_t *a);
 int lp_bcast_native(const lp_args_t *a);
+int lp_allreduce_lp_staged(const lp_args_t *a);
+int lp_reduce_lp_staged(const lp_args_t *a);
+int lp_bcast_lp_staged(const lp_args_t *a);
 
 /* ---- point-to-point helpers (p2p.c) ----
  * Whole-buffer transfers split into pieces of at most lp_max_msg_bytes, so any byte size
@@ -123,17 +144,46 @@ static inline int lp_pof2_floor(int p) { int q = 1; while (q * 2 <= p) q *= 2; r
 static inline int lp_vrank(int rank, int root, int size) { return (rank - root + size) % size; }
 static inline int lp_rrank(int vrank, int root, int size) { return (vrank + root) % size; }
 
+/* ---- local work, host or device (device.c) ----
+ * The algorithms call these instead of a->fn, memcpy and lp_scale, so that on the AWARE
+ * transport the same code runs on device pointers: each device operation runs on stream 0
+ * and is waited for, since MPI touches the data next. */
+int lp_dev_reduce_now(const lp_args_t *a, void *out, const void *x, const void *y, size_t n);
+int lp_dev_copy_now(const lp_args_t *a, void *dst, const void *src, size_t bytes);
+int lp_dev_scale_now(const lp_args_t *a, void *buf, size_t n);
+/* scratch space in the memory of the call's buffers (host: the context's arena; device:
+ * device arena 0); invalidates earlier pointers */
+int lp_scratch(const lp_args_t *a, size_t bytes, void **out);
+/* STAGED transport for algorithms without a pipeline of their own: copy the buffers into
+ * pinned host memory, run the host algorithm `run` there, copy the result back */
+int lp_stage_whole(const lp_args_t *a, lp_alg_fn run);
+/* native on AWARE: 1 when MPI's own op handles (dt, op) (else lpmpi's user op, host only) */
+int lp_native_builtin(lp_dtype_t dt, lp_op_t op);
+
+/* out = x op y, n elements */
+static inline int lp_reduce_local(const lp_args_t *a, void *out, const void *x, const void *y, size_t n) {
+    if (a->dev) return lp_dev_reduce_now(a, out, x, y, n);
+    if (n) a->fn(out, x, y, n);
+    return LP_OK;
+}
 /* finishing touch on a result region computed by this rank: AVG divides by P */
-static inline void lp_finish(const lp_args_t *a, void *buf, size_t n) {
-    if (a->op == LP_AVG && n > 0) lp_scale(buf, n, a->dt, (double)a->size);
+static inline int lp_finish(const lp_args_t *a, void *buf, size_t n) {
+    if (a->op != LP_AVG || n == 0) return LP_OK;
+    if (a->dev) return lp_dev_scale_now(a, buf, n);
+    lp_scale(buf, n, a->dt, (double)a->size);
+    return LP_OK;
 }
 /* local copy that ignores empty and self copies */
-static inline void lp_copy(void *dst, const void *src, size_t bytes) {
-    if (bytes && dst != src) memcpy(dst, src, bytes);
+static inline int lp_copy(const lp_args_t *a, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return LP_OK;
+    if (a->dev) return lp_dev_copy_now(a, dst, src, bytes);
+    memcpy(dst, src, bytes);
+    return LP_OK;
 }
 
-/* pipelining depth: chunks in flight per direction */
+/* pipelining depth: chunks in flight per direction; staging buffers of the staged pipeline */
 extern int lp_window;
+extern int lp_staging;
 
 /* tags: one per collective family keeps traces readable; ordering does the rest */
 enum { LP_TAG_BCAST = 101, LP_TAG_REDUCE = 102, LP_TAG_ALLREDUCE = 103, LP_TAG_ALLREDUCE_BACK = 104,

@@ -101,21 +101,46 @@ void lp_model_get(double *alpha, double *beta, double *gamma);
 double lp_algo_predict(int alg, int P, double nbytes, double chunk_bytes);
 size_t lp_best_chunk(int alg, int P, size_t nbytes);   /* model-optimal chunk, 0 if unchunked */
 
-/* tuning rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk */
+/* tuning rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk
+ * and, for device memory, `staging` staging buffers (0 = the default) */
 void lp_table_clear(void);
 /* fingerprint of the loaded table; the first collective on a communicator compares it across
  * ranks and, where ranks differ, ignores the table there (ranks choosing differently would
  * deadlock).  lp_table_mismatches() counts communicators where that happened. */
 void lp_table_set_hash(uint64_t hash);
 long lp_table_mismatches(void);
-int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk);
+int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
+                 int staging);
 /* environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES): alg -1 = none, chunk 0 = none */
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
 
 enum { LP_SRC_OVERRIDE = 0, LP_SRC_TABLE = 1, LP_SRC_MODEL = 2 };
-/* what "auto" uses: environment override, then table, then model */
+/* what "auto" uses: environment override, then table, then model; *staging: the table's
+ * staging buffers, 0 for the default */
 void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg,
-               size_t *chunk, int *source);
+               size_t *chunk, int *staging, int *source);
+
+/* ---- device memory (device.c) ----
+ * A build with CUDA (nvcc found: LPMPI_HAVE_CUDA) accepts LP_MEM_CUDA buffers; device memory
+ * travels through CUDA-aware MPI where the library has it, else staged through pinned host
+ * buffers.  Emulation runs the staged path on host memory with every host buffer treated as
+ * device memory, for testing without a GPU. */
+int lp_cuda_built(void);
+/* emulate: LPMPI_EMULATE_STAGING; cuda_aware: LPMPI_CUDA_AWARE (-1 = ask the MPI library);
+ * staging_buffers: LPMPI_STAGING_BUFFERS, chunks in flight per direction of the staged LP
+ * pipeline (0 = keep; at most 64) */
+void lp_configure_device(int emulate, int cuda_aware, int staging_buffers);
+int lp_device_emulated(void);
+int lp_cuda_aware(void);            /* transport for device memory: 1 CUDA-aware MPI, 0 staged */
+int lp_staging_buffers(void);
+int lp_device_count(int *n);        /* visible CUDA devices (0 without CUDA or a driver) */
+/* device ordinal owning p, or -1 when p is not device memory */
+int lp_device_pointer(const void *p, int *device);
+/* wait for a CUDA stream (__cuda_array_interface__ "stream": 1 legacy, 2 per-thread, or a
+ * cudaStream_t); a no-op under emulation */
+int lp_device_stream_sync(uintptr_t stream);
+/* emulation counters: events found not ready, operations run */
+void lp_device_stats(long *not_ready, long *ops);
 
 /* LPMPI_CHECK when this rank's own arguments were bad: take part in the agreement step so
  * the other ranks raise instead of hanging.  Always returns LP_ERR_MISMATCH (or an MPI error). */

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "lpmpi.h"
+#include "lp_ops.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     defined(__GLIBC__) && !defined(LP_NO_CLONES)
@@ -49,88 +50,7 @@
 
 _Static_assert(sizeof(unsigned) >= 4, "SUM/PROD of 8-32 bit integers wrap through unsigned");
 
-/* ---- half-precision conversions ---- */
-
-#define LP_ID(v) (v)
-
-static inline float bf16_to_f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t f_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* float16 by bits, without branches: the FP step of the subnormal case is merged with a mask
- * rather than a select, since gcc (-ftrapping-math) will not if-convert a select over an FP
- * operation and the loop would stay scalar.  No step makes a float denormal, so FTZ/DAZ set
- * by some other library in the process do not change the results. */
-static inline float f16_to_f(uint16_t h) {
-    uint32_t em = (uint32_t)(h & 0x7FFFu) << 13, e = em & 0x0F800000u, sub;
-    float fs = (float)(h & 0x3FFu) * 0x1p-24f;          /* zero or subnormal: exact */
-    memcpy(&sub, &fs, sizeof sub);
-    uint32_t is_sub = -(uint32_t)(e == 0);
-    uint32_t u = e == 0x0F800000u ? em + 0x70000000u    /* inf/NaN: exponent 31 -> 255 */
-                                  : em + 0x38000000u;   /* normal: rebias 15 -> 127 */
-    u = ((u & ~is_sub) | (sub & is_sub)) | (uint32_t)(h & 0x8000u) << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t f_to_f16(float f) {
-    uint32_t u, a, sub;
-    memcpy(&u, &f, sizeof u);
-    a = u & 0x7FFFFFFFu;
-    float m;                                            /* |f| + 0.5 rounds |f| to 2^-24 units */
-    memcpy(&m, &a, sizeof m);
-    m += 0.5f;
-    memcpy(&sub, &m, sizeof sub);
-    sub -= 0x3F000000u;                                 /* subnormal result (0x400: normal) */
-    uint32_t is_sub = -(uint32_t)(a < 0x38800000u);     /* |f| < 2^-14 */
-    uint32_t r = (a - 0x38000000u + 0xFFFu + ((a >> 13) & 1u)) >> 13; /* normal, may carry to inf */
-    r = a >= 0x47800000u ? 0x7C00u : r;                 /* |f| >= 2^16: inf */
-    r = a > 0x7F800000u ? 0x7E00u | ((a >> 13) & 0x3FFu) : r; /* NaN: quiet, payload kept */
-    r = (r & ~is_sub) | (sub & is_sub);
-    return (uint16_t)(r | ((u >> 16) & 0x8000u));
-}
-
-/* ---- op lists: X(nm, T, OP, expression of x and y) ---- */
-
-#define OPS_ORDER(X, nm, T) X(nm, T, MAX, x > y ? x : y) X(nm, T, MIN, x < y ? x : y)
-#define OPS_BITS(X, nm, T)                                                                 \
-    X(nm, T, LAND, (x != 0) & (y != 0)) X(nm, T, LOR, (x != 0) | (y != 0))                 \
-    X(nm, T, LXOR, (x != 0) ^ (y != 0)) X(nm, T, BAND, x & y) X(nm, T, BOR, x | y)         \
-    X(nm, T, BXOR, x ^ y)
-#define OPS_BOOL(X, nm, T) OPS_ORDER(X, nm, T) OPS_BITS(X, nm, T)
-/* W: the unsigned type integer SUM/PROD wrap through */
-#define OPS_INT(X, nm, T, W)                                                               \
-    X(nm, T, SUM, (W)x + (W)y) X(nm, T, PROD, (W)x * (W)y) OPS_BOOL(X, nm, T)
-/* CI: element -> computing type, CO: back (rounding) */
-#define OPS_REAL(X, nm, T, CI, CO)                                                         \
-    X(nm, T, SUM, CO(CI(x) + CI(y))) X(nm, T, PROD, CO(CI(x) * CI(y)))                     \
-    X(nm, T, MAX, (CI(x) > CI(y) || CI(x) != CI(x)) ? x : y)                               \
-    X(nm, T, MIN, (CI(x) < CI(y) || CI(x) != CI(x)) ? x : y)
-
-/* ---- dtype families: X(ENUM, nm, T, ...) ---- */
-
-#define LP_INTS(X)                                                                         \
-    X(INT8, i8, int8_t, unsigned) X(INT16, i16, int16_t, unsigned)                         \
-    X(INT32, i32, int32_t, unsigned) X(INT64, i64, int64_t, uint64_t)                      \
-    X(UINT8, u8, uint8_t, unsigned) X(UINT16, u16, uint16_t, unsigned)                     \
-    X(UINT32, u32, uint32_t, unsigned) X(UINT64, u64, uint64_t, uint64_t)
-#define LP_REALS(X)                                                                        \
-    X(FLOAT16, f16, uint16_t, f16_to_f, f_to_f16)                                          \
-    X(BFLOAT16, bf16, uint16_t, bf16_to_f, f_to_bf16)                                      \
-    X(FLOAT32, f32, float, LP_ID, LP_ID) X(FLOAT64, f64, double, LP_ID, LP_ID)
-/* complex: interleaved pairs of F; re: the real family of F */
-#define LP_CPLX(X) X(COMPLEX64, c64, float, f32) X(COMPLEX128, c128, double, f64)
+/* ---- op lists and dtype families (lp_ops.h, shared with the device kernels) ---- */
 
 /* ---- kernels ---- */
 

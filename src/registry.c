@@ -1,7 +1,9 @@
 /* The one registry of algorithms: name, collective, chunked or not, implementation and
  * alpha-beta-gamma cost.  It drives dispatch, lpmpi.algorithms(), the tuning-table
  * validator, "auto"'s model and the tuner's search space.  Adding an algorithm means one row
- * here and one implementation file.
+ * here and one implementation file.  The last column names an algorithm's own pipeline for
+ * device memory staged through the host (STAGED transport, internal.h); NULL runs the host
+ * algorithm on a pinned host copy of the whole buffer (lp_stage_whole).
  *
  * Costs: P ranks, n bytes, c chunk bytes; m->alpha s/message, m->beta s/byte moved,
  * m->gamma s/byte reduced. */
@@ -81,19 +83,19 @@ static double cost_bcast_native(const lp_model_t *m, int P, double n, double c) 
 }
 
 const lp_algo_t lp_algos[] = {
-    /* name      collective     chunked  implementation         cost */
-    {"lp",     LP_ALLREDUCE, 1, lp_allreduce_lp,     cost_allreduce_lp},
-    {"mst",    LP_ALLREDUCE, 0, lp_allreduce_mst,    cost_allreduce_mst},
-    {"be",     LP_ALLREDUCE, 0, lp_allreduce_be,     cost_allreduce_be},
-    {"ring",   LP_ALLREDUCE, 1, lp_allreduce_ring,   cost_allreduce_ring},
-    {"native", LP_ALLREDUCE, 0, lp_allreduce_native, cost_allreduce_native},
-    {"lp",     LP_REDUCE,    1, lp_reduce_lp,        cost_reduce_lp},
-    {"mst",    LP_REDUCE,    0, lp_reduce_mst,       cost_reduce_mst},
-    {"be",     LP_REDUCE,    0, lp_reduce_be,        cost_reduce_be},
-    {"native", LP_REDUCE,    0, lp_reduce_native,    cost_reduce_native},
-    {"lp",     LP_BCAST,     1, lp_bcast_lp,         cost_bcast_lp},
-    {"mst",    LP_BCAST,     0, lp_bcast_mst,        cost_bcast_mst},
-    {"be",     LP_BCAST,     0, lp_bcast_be,         cost_bcast_be},
-    {"native", LP_BCAST,     0, lp_bcast_native,     cost_bcast_native},
+    /* name      collective     chunked  implementation         cost                   staged pipeline */
+    {"lp",     LP_ALLREDUCE, 1, lp_allreduce_lp,     cost_allreduce_lp,     lp_allreduce_lp_staged},
+    {"mst",    LP_ALLREDUCE, 0, lp_allreduce_mst,    cost_allreduce_mst,    NULL},
+    {"be",     LP_ALLREDUCE, 0, lp_allreduce_be,     cost_allreduce_be,     NULL},
+    {"ring",   LP_ALLREDUCE, 1, lp_allreduce_ring,   cost_allreduce_ring,   NULL},
+    {"native", LP_ALLREDUCE, 0, lp_allreduce_native, cost_allreduce_native, NULL},
+    {"lp",     LP_REDUCE,    1, lp_reduce_lp,        cost_reduce_lp,        lp_reduce_lp_staged},
+    {"mst",    LP_REDUCE,    0, lp_reduce_mst,       cost_reduce_mst,       NULL},
+    {"be",     LP_REDUCE,    0, lp_reduce_be,        cost_reduce_be,        NULL},
+    {"native", LP_REDUCE,    0, lp_reduce_native,    cost_reduce_native,    NULL},
+    {"lp",     LP_BCAST,     1, lp_bcast_lp,         cost_bcast_lp,         lp_bcast_lp_staged},
+    {"mst",    LP_BCAST,     0, lp_bcast_mst,        cost_bcast_mst,        NULL},
+    {"be",     LP_BCAST,     0, lp_bcast_be,         cost_bcast_be,         NULL},
+    {"native", LP_BCAST,     0, lp_bcast_native,     cost_bcast_native,     NULL},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);

@@ -4,7 +4,12 @@
     mpiexec -n P python tests/mpi_cases.py SUITE [--stride N] [--filter REGEX] [--list]
 
 Suites: allreduce, reduce, bcast, comms, errors, check, bigmsg, determinism, cases (JSON file
-of case dicts, see --cases; used by test_hypothesis.py).
+of case dicts, see --cases; used by test_hypothesis.py), device (device-array specifics).
+
+Array backends (--backend): numpy (host memory, the default); fakedev (HostDeviceArray:
+__cuda_array_interface__ over host memory, run with LPMPI_EMULATE_STAGING=1); cupy (device
+memory on a GPU).  With a device backend the numpy buffers of the matrices become that
+backend's arrays (the other buffer kinds are host-only and skipped).
 
 Every case is run on every rank; each rank catches its own exceptions, then all ranks agree
 through an mpi4py allgather, so one failing rank never desynchronizes the others. A failure
@@ -218,10 +223,50 @@ def reference(inputs, opn, dt):
         return s, bound
 
 
+# --------------------------------------------------------------------------- array backends
+
+BACKEND = "numpy"
+
+
+def backend_types():
+    """Classes of the current backend's arrays (what recvbuf=None must return)."""
+    if BACKEND == "fakedev":
+        from lpmpi._devarray import HostDeviceArray
+        return (HostDeviceArray,)
+    if BACKEND == "cupy":
+        import cupy
+        return (cupy.ndarray,)
+    return (np.ndarray,)
+
+
+def is_device(buf):
+    return BACKEND != "numpy" and buf is not None and hasattr(buf, "__cuda_array_interface__")
+
+
+def to_backend(a):
+    """A numpy array as an array of the current backend (a copy)."""
+    if BACKEND == "fakedev":
+        from lpmpi._devarray import HostDeviceArray
+        return HostDeviceArray(a.copy())
+    if BACKEND == "cupy":
+        import cupy
+        return cupy.array(a)
+    return a
+
+
+def to_host(buf):
+    """Host numpy copy of a device array of the current backend."""
+    if hasattr(buf, "get"):
+        return np.asarray(buf.get())
+    raise TypeError(f"cannot copy {type(buf).__name__} to the host")
+
+
 def flat(buf):
     """Flat numpy view of any buffer (numpy array or buffer-protocol object)."""
     if isinstance(buf, np.ndarray):
         return buf.reshape(-1)
+    if is_device(buf):
+        return to_host(buf).reshape(-1)
     return np.asarray(memoryview(buf)).reshape(-1)
 
 
@@ -230,6 +275,8 @@ def snapshot(buf):
         return None
     if isinstance(buf, np.ndarray):
         return buf.tobytes()
+    if is_device(buf):
+        return to_host(buf).tobytes()
     try:
         return memoryview(buf).tobytes()
     except TypeError:
@@ -277,7 +324,7 @@ ARRAY_TYPECODES = "bBhHiIlLqQfd"
 def make_buf(kind_, data, shape):
     """Buffer of kind `kind_` holding 1-D numpy `data` (copy)."""
     if kind_ == "numpy":
-        return data.reshape(shape).copy()
+        return to_backend(data.reshape(shape).copy())
     if kind_ == "bytearray":
         assert data.dtype == np.uint8
         return bytearray(data.tobytes())
@@ -303,13 +350,13 @@ def sentinel_like(kind_, dt, count, shape):
 
 
 def buf_shape(buf):
-    if isinstance(buf, np.ndarray):
-        return buf.shape
+    if isinstance(buf, np.ndarray) or is_device(buf):
+        return tuple(buf.shape)
     return np.asarray(memoryview(buf)).shape
 
 
 def buf_dtype(buf):
-    if isinstance(buf, np.ndarray):
+    if isinstance(buf, np.ndarray) or is_device(buf):
         return buf.dtype
     return np.asarray(memoryview(buf)).dtype
 
@@ -392,8 +439,9 @@ def run_reduction(c, comm, group=0, seed_extra=0):
             check(snapshot(y) == y_before, "non-root recvbuf was written")
         return None
     if recv is None:
-        check(isinstance(res, np.ndarray), f"returned {type(res).__name__}, expected numpy array")
-        check(res.shape == buf_shape(x), f"returned shape {res.shape}, expected {buf_shape(x)}")
+        check(isinstance(res, backend_types()),
+              f"returned {type(res).__name__}, expected {backend_types()[0].__name__}")
+        check(tuple(res.shape) == buf_shape(x), f"returned shape {res.shape}, expected {buf_shape(x)}")
         check(res.dtype == dt, f"returned dtype {res.dtype}, expected {dt}")
         out = res
     else:
@@ -746,10 +794,20 @@ def bcast_matrix():
     return cases
 
 
+def backend_supports(c):
+    """A device backend runs the cases whose buffers are numpy arrays (CuPy: no bfloat16)."""
+    if BACKEND == "numpy":
+        return True
+    if c.get("buf", "numpy") != "numpy" or c.get("rbuf") not in (None, "numpy"):
+        return False
+    return not (BACKEND == "cupy" and c.get("dtype") == "bfloat16")
+
+
 def suite_matrix(h, coll):
     cases = bcast_matrix() if coll == "bcast" else reduction_matrix(coll)
     for c in cases:
-        h.run(describe(c), lambda c=c: run_case_dict(c, WORLD))
+        if backend_supports(c):
+            h.run(describe(c), lambda c=c: run_case_dict(c, WORLD))
 
 
 # --------------------------------------------------------------------------- comms suite
@@ -1375,13 +1433,152 @@ def suite_cases(h, path):
         h.run(f"case#{i} " + describe(c), lambda c=c: run_case_dict(c, WORLD))
 
 
+# --------------------------------------------------------------------------- device suite
+
+class CAIView:
+    """Another array's __cuda_array_interface__ with entries replaced (None value: removed)."""
+
+    def __init__(self, base, **changes):
+        self.base = base
+        self.changes = changes
+
+    @property
+    def __cuda_array_interface__(self):
+        d = dict(self.base.__cuda_array_interface__)
+        for k, v in self.changes.items():
+            if v is None:
+                d.pop(k, None)
+            else:
+                d[k] = v
+        return d
+
+
+def suite_device(h):
+    """Device arrays (--backend fakedev or cupy): argument errors before any communication,
+    the interface's stream and read-only flag, mixed host/device buffers."""
+    if BACKEND == "numpy":
+        h.fail("device suite", "needs --backend fakedev or --backend cupy")
+        return
+    P = SIZE
+    dev = lambda a: to_backend(np.asarray(a))
+
+    def E(desc, call, bufs, names, types=(TypeError, ValueError)):
+        h.run(f"device errors {desc}", lambda: expect_error(desc, call, bufs, names, types))
+
+    for coll in ("allreduce", "reduce", "bcast"):
+        fn = {"allreduce": lpmpi.allreduce, "reduce": lpmpi.reduce, "bcast": lpmpi.bcast}[coll]
+        x = dev(np.arange(10.0))
+        if coll != "bcast":
+            hy = np.zeros(10)
+            E(f"{coll} mixed device sendbuf host recvbuf", lambda: fn(x, hy), [x, hy],
+              ("sendbuf", "recvbuf"), (TypeError,))
+            hx = np.arange(10.0)
+            y = dev(np.zeros(10))
+            E(f"{coll} mixed host sendbuf device recvbuf", lambda: fn(hx, y), [hx, y],
+              ("sendbuf", "recvbuf"), (TypeError,))
+            ro = CAIView(y, data=(y.__cuda_array_interface__["data"][0], True))
+            E(f"{coll} readonly device recvbuf", lambda: fn(x, ro), [x, y], ("recvbuf",),
+              (ValueError,))
+            y32 = dev(np.zeros(10, np.float32))
+            E(f"{coll} device dtype mismatch", lambda: fn(x, y32), [x, y32],
+              ("sendbuf", "recvbuf", "dtype"), (TypeError,))
+            y9 = dev(np.zeros(9))
+            E(f"{coll} device count mismatch", lambda: fn(x, y9), [x, y9],
+              ("sendbuf", "recvbuf"), (ValueError,))
+            E(f"{coll} avg on int device", lambda: fn(dev(np.arange(4)), None, "avg"), [],
+              ("op", "avg", "dtype"), (TypeError,))
+        name = "buf" if coll == "bcast" else "sendbuf"
+        if coll == "bcast":
+            ro = CAIView(x, data=(x.__cuda_array_interface__["data"][0], True))
+            E("bcast readonly device buf", lambda: fn(ro), [x], ("buf",), (ValueError,))
+        z = dev(np.zeros((4, 5)))
+        nc = CAIView(z, shape=(4, 3), strides=(40, 8))
+        E(f"{coll} non-contiguous device {name}", lambda: fn(nc), [z], (name,), (ValueError,))
+        s0 = CAIView(x, stream=0)
+        E(f"{coll} device {name} stream 0", lambda: fn(s0), [x], (name,), (ValueError,))
+        bad = CAIView(x, typestr=None)
+        E(f"{coll} device {name} without typestr", lambda: fn(bad), [x], (name,), (TypeError,))
+        m8 = CAIView(x, typestr="<M8")
+        E(f"{coll} device {name} datetime typestr", lambda: fn(m8), [x], (name, "dtype"),
+          (TypeError,))
+        msk = CAIView(x, mask=(0, False))
+        E(f"{coll} masked device {name}", lambda: fn(msk), [x], (name,), (TypeError,))
+        if coll != "bcast":
+            E(f"{coll} device root out of range",
+              lambda: fn(x, None, "sum", P + 3) if coll == "reduce" else fn(x, None, "sum", None,
+                                                                                 algorithm="nope"),
+              [x], ("root", "algorithm"), (ValueError,))
+
+    # the interface's stream: waited for before reading; strides given but C-contiguous
+    def stream_cases():
+        base = np.arange(24, dtype=np.float32).reshape(2, 3, 4) + RANK
+        exp = np.arange(24, dtype=np.float32).reshape(2, 3, 4) * P + P * (P - 1) / 2
+        x = dev(base)
+        views = [CAIView(x, stream=1), CAIView(x, strides=(48, 16, 4)), CAIView(x, stream=None)]
+        if BACKEND == "cupy":
+            import cupy
+            views.append(CAIView(x, stream=2))
+            s = cupy.cuda.Stream(non_blocking=True)
+            big = cupy.zeros(1 << 22, cupy.float32)
+            with s:              # the write is queued on s; the interface names s
+                big += RANK + 1
+                view = CAIView(big, stream=s.ptr)
+                out = lpmpi.allreduce(view, cupy.empty_like(big), algorithm="lp",
+                                      chunk_bytes=1 << 18)
+            got = out.get()
+            check(np.all(got == P * (P + 1) / 2), "stream: the write queued on the array's "
+                  f"stream was not waited for ({got[:4]} ...)")
+        for v in views:
+            for alg in ("lp", "native"):
+                y = dev(np.zeros((2, 3, 4), np.float32))
+                lpmpi.allreduce(v, y, algorithm=alg, chunk_bytes=40)
+                d = describe_diff(y, exp)
+                check(d is None, f"{alg} with {v.changes}: {d}")
+    h.run("device stream and strides", stream_cases)
+
+    # recvbuf=None allocates the backend's array, for every collective and algorithm
+    def alloc_cases():
+        for alg in algs_for("allreduce"):
+            y = lpmpi.allreduce(dev(np.full((3, 5), RANK, np.int32)), algorithm=alg)
+            check(isinstance(y, backend_types()), f"allreduce {alg}: {type(y).__name__}")
+            check(tuple(y.shape) == (3, 5), f"allreduce {alg}: shape {y.shape}")
+            check(np.all(to_host(y) == P * (P - 1) // 2), f"allreduce {alg}: wrong result")
+        for alg in algs_for("reduce"):
+            y = lpmpi.reduce(dev(np.full(7, 1.5)), root=P - 1, algorithm=alg)
+            if RANK == P - 1:
+                check(isinstance(y, backend_types()) and np.all(to_host(y) == 1.5 * P),
+                      f"reduce {alg}: {y!r}")
+            else:
+                check(y is None, f"reduce {alg}: non-root got {type(y).__name__}")
+    h.run("device recvbuf=None", alloc_cases)
+
+    # the device kernels compute what the host kernels compute: same bits for every pairing
+    def kernels_equal():
+        bad = []
+        for dtn in DTYPE_NAMES:
+            if BACKEND == "cupy" and dtn == "bfloat16":
+                continue
+            dt = get_dtype(dtn)
+            for opn in valid_ops(dtn):
+                x = make_input(zlib.crc32(f"{dtn}{opn}".encode()), RANK, dt, opn, 1000)
+                for alg in ("lp", "mst"):
+                    host = lpmpi.allreduce(x, op=opn, algorithm=alg, chunk_bytes=256)
+                    got = to_host(lpmpi.allreduce(dev(x), op=opn, algorithm=alg, chunk_bytes=256))
+                    if got.tobytes() != host.tobytes():
+                        bad.append(f"{alg}/{dtn}/{opn}: {describe_diff(got, host, bitwise=True)}")
+        check(not bad, "device results differ from the host path's: " + "; ".join(bad[:6]))
+    h.run("device kernels equal host kernels", kernels_equal)
+
+
 # --------------------------------------------------------------------------- main
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suite", choices=["allreduce", "reduce", "bcast", "comms", "errors", "check",
-                                      "bigmsg", "determinism", "cases"])
+                                      "bigmsg", "determinism", "cases", "device"])
+    ap.add_argument("--backend", choices=["numpy", "fakedev", "cupy"], default="numpy",
+                    help="array backend of the matrices' buffers")
     ap.add_argument("--stride", type=int, default=1,
                     help="run about 1/N of the cases (deterministic hash of the description)")
     ap.add_argument("--filter", default=None, help="regex over case descriptions")
@@ -1394,6 +1591,10 @@ def main(argv=None):
     ap.add_argument("--digests", action="store_true", help="print DIGEST lines of results")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
+    global BACKEND
+    BACKEND = args.backend
+    if BACKEND == "fakedev" and os.environ.get("LPMPI_EMULATE_STAGING") != "1":
+        ap.error("--backend fakedev needs LPMPI_EMULATE_STAGING=1 (host emulation of device memory)")
     t0 = time.time()
     h = Harness(args)
     if BF16 is None and RANK == 0 and not args.list:
@@ -1411,6 +1612,8 @@ def main(argv=None):
         suite_bigmsg(h)
     elif s == "determinism":
         suite_determinism(h)
+    elif s == "device":
+        suite_device(h)
     elif s == "cases":
         if not args.cases:
             ap.error("--cases FILE is required")
