@@ -1,6 +1,12 @@
 """Build of lpmpi: the C engine (src/) and the Cython bindings, compiled against the MPI
 library whose compiler wrapper is found first: $MPICC, else the mpicc that the `mpich`
-wheel puts next to the build's Python, else mpicc on PATH."""
+wheel puts next to the build's Python, else mpicc on PATH.
+
+CUDA (the one optional feature): when nvcc and the CUDA headers are found ($NVCC, else
+$CUDA_HOME/bin/nvcc, else nvcc on PATH), src/cuda/*.cu are compiled and linked with the static
+CUDA runtime, so the module imports on machines without a GPU or driver; the package then
+accepts device arrays.  LPMPI_CUDA=0 builds without, LPMPI_CUDA=1 fails when nvcc is missing;
+LPMPI_CUDA_ARCHS="80;90" sets the real architectures (PTX for the last one is added)."""
 import os
 import shlex
 import shutil
@@ -9,6 +15,7 @@ import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent.resolve()
 
@@ -44,6 +51,71 @@ def mpi_flags(mpicc):
     return inc, libdirs, libs
 
 
+# ---------------------------------------------------------------- CUDA
+def find_cuda():
+    """(nvcc, cuda_home) or None; honours LPMPI_CUDA=0/1."""
+    want = os.environ.get("LPMPI_CUDA", "").strip().lower()
+    if want in ("0", "no", "off", "false"):
+        print("lpmpi: CUDA disabled (LPMPI_CUDA=0)")
+        return None
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = os.environ.get("NVCC") or next(
+        (str(Path(h) / "bin" / "nvcc") for h in homes if h and (Path(h) / "bin" / "nvcc").exists()),
+        None) or shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                           if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc:
+        homes += [str(Path(os.path.realpath(nvcc)).parent.parent), "/usr/local/cuda"]
+    for h in homes:
+        if not h or not nvcc:
+            continue
+        lib = next((d for d in (Path(h) / "lib64", Path(h) / "targets" / "x86_64-linux" / "lib",
+                                Path(h) / "lib") if (d / "libcudart_static.a").exists()), None)
+        if (Path(h) / "include" / "cuda_runtime.h").exists() and lib:
+            print(f"lpmpi: CUDA from {nvcc} (headers {h}/include, runtime {lib})")
+            return nvcc, h, str(lib)
+    msg = "lpmpi: nvcc or the CUDA headers/static runtime not found: building without CUDA"
+    if want in ("1", "yes", "on", "true"):
+        sys.exit(msg.replace("building without CUDA", "LPMPI_CUDA=1 asks for CUDA"))
+    print(msg)
+    return None
+
+
+def gencode_flags():
+    archs = [a.strip() for a in os.environ.get("LPMPI_CUDA_ARCHS", "80;90").replace(",", ";").split(";")
+             if a.strip()]
+    flags = []
+    for a in archs:
+        flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]   # PTX: newer GPUs
+    return flags
+
+
+class BuildExt(build_ext):
+    """build_ext that first compiles the .cu files with nvcc when CUDA is configured."""
+
+    def build_extension(self, ext):
+        cuda = getattr(ext, "_lpmpi_cuda", None)
+        if cuda:
+            nvcc, home, lib = cuda
+            out = Path(self.build_temp) / "cuda"
+            out.mkdir(parents=True, exist_ok=True)
+            objs = []
+            for cu in ext._lpmpi_cu:
+                obj = out / (Path(cu).stem + ".o")
+                cmd = [nvcc, "-c", cu, "-o", str(obj), "-O3", "--fmad=false", "-std=c++17",
+                       "-Xcompiler", "-fPIC", "-DLPMPI_HAVE_CUDA", "-Isrc", f"-I{home}/include"]
+                cmd += [f"-I{d}" for d in ext._lpmpi_mpi_inc] + gencode_flags()
+                print("lpmpi: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+                r = subprocess.run(cmd, check=False)
+                if r.returncode != 0:
+                    sys.exit(f"lpmpi: nvcc failed on {cu} (exit {r.returncode}); LPMPI_CUDA=0 builds "
+                             "without CUDA")
+                objs.append(str(obj))
+            ext.extra_objects = objs + [str(Path(lib) / "libcudart_static.a")]
+            ext.extra_link_args = list(ext.extra_link_args) + ["-ldl", "-lrt", "-lpthread", "-lstdc++"]
+        super().build_extension(ext)
+
+
 def extensions():
     import mpi4py
     import numpy
@@ -53,18 +125,27 @@ def extensions():
     inc, libdirs, libs = mpi_flags(mpicc)
     print(f"lpmpi: MPI from {mpicc}: include {inc}, libs {libs}")
     sources = ["lpmpi/_core.pyx"] + sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.c"))
+    cuda = find_cuda()
+    macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+    if cuda:
+        macros.append(("LPMPI_HAVE_CUDA", "1"))
     ext = Extension(
         "lpmpi._core",
         sources=sources,
         include_dirs=["src", numpy.get_include(), mpi4py.get_include()] + inc,
         library_dirs=libdirs,
         libraries=libs,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        define_macros=macros,
         extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"],
         # the mpich wheel's libmpi lives in <env>/lib; the extension in <env>/lib/pythonX/site-packages/lpmpi
         extra_link_args=["-Wl,-rpath,$ORIGIN/../../.."],
     )
-    return cythonize([ext], language_level=3, include_path=[mpi4py.get_include()])
+    exts = cythonize([ext], language_level=3, include_path=[mpi4py.get_include()])
+    for e in exts:
+        e._lpmpi_cuda = cuda
+        e._lpmpi_cu = sorted(str(p.relative_to(HERE)) for p in (HERE / "src" / "cuda").glob("*.cu"))
+        e._lpmpi_mpi_inc = inc
+    return exts
 
 
 def install_requires():
@@ -74,4 +155,4 @@ def install_requires():
     return reqs
 
 
-setup(ext_modules=extensions(), install_requires=install_requires())
+setup(ext_modules=extensions(), install_requires=install_requires(), cmdclass={"build_ext": BuildExt})
