@@ -287,7 +287,35 @@ class HostMemory:
     synchronize: Callable[[], None] | None = None  # called after each timed call when set
 
 
-MEMORY_BACKENDS: dict[str, type[HostMemory]] = {"host": HostMemory}
+class CudaMemory(HostMemory):
+    """Buffers in GPU memory (CuPy arrays; ``--memory cuda``). Where the MPI library is not
+    CUDA-aware, lpmpi stages them: LP through its pipelined staging, the other algorithms (so
+    ``native``) as one copy to the host, the host collective and one copy back. The mpi4py row
+    is then left out (mpi4py would hand device pointers to an MPI that cannot read them)."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        try:
+            import cupy
+        except ImportError as e:
+            raise SystemExit(f"--memory cuda needs CuPy: {e}") from None
+        if not lpmpi._core.CUDA_BUILD:
+            raise SystemExit("--memory cuda: this lpmpi was built without CUDA (no nvcc)")
+        self.cp = cupy
+        self.mpi_reads_device = lpmpi._core.cuda_info()["transport"] == "cuda-aware"
+
+    def from_host(self, host: np.ndarray) -> Any:
+        return self.cp.array(host)
+
+    def to_host(self, arr: Any) -> np.ndarray:
+        return self.cp.asnumpy(arr)
+
+    def fill_bytes(self, arr: Any, byte: int) -> None:
+        arr.reshape(-1).view(self.cp.uint8).fill(byte)
+
+
+MEMORY_BACKENDS: dict[str, type[HostMemory]] = {"host": HostMemory, "cuda": CudaMemory}
 
 
 @dataclass
@@ -1236,6 +1264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     summaries: dict[str, Any] = {}
     for collective in collectives:
         cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op)
+        if not getattr(backend, "mpi_reads_device", True):  # --memory cuda, MPI not CUDA-aware
+            cases = [c for c in cases if c.label != MPI4PY]
         if args.compare_grid:
             cases = [Case(AUTO, AUTO)]  # (the grid's cases are built per size)
         if not cases:

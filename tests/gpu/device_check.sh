@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The GPU check of lpmpi, on a machine with one GPU and no network, in under 5 minutes:
+#   1. a virtual environment that sees the machine's packages (CuPy, Cython, numpy, pytest)
+#      plus MPICH and mpi4py installed from the wheels in .whl/ (no network);
+#   2. lpmpi built in place with nvcc (LPMPI_CUDA=1: failing to build the CUDA part fails);
+#   3. the GPU tests (tests/gpu: the contract on CuPy arrays) at P = 1, 2, 3;
+#   4. python -m lpmpi.bench --memory cuda at P = 2: staged LP against "copy to host + MPI's
+#      native allreduce + copy back" (the native row on device memory), float32 up to 64 MiB.
+# Logs and the benchmark's JSON go to $OUT when set (else /tmp/lpmpi-device-check).
+# Exit status 0 only if every step passed; the last lines say which step failed.
+#
+# Fill .whl/ once, on a machine with network, for the GPU machine's Python (3.12, x86_64):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+#     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     --platform manylinux1_x86_64 -d .whl mpich==5.0.2 mpi4py==4.1.2
+# (.whl/ is git-ignored; it must travel with the checkout, e.g. as a carried path.)
+# Knobs: PYTHON (default python3), LPMPI_CUDA_ARCHS (default: the GPU's own, from nvidia-smi),
+# DEVICE_CHECK_SKIP_TESTS=1 / DEVICE_CHECK_SKIP_BENCH=1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+LOGDIR=${OUT:-/tmp/lpmpi-device-check}
+mkdir -p "$LOGDIR"
+exec > >(tee -a "$LOGDIR/device_check.log") 2>&1
+T0=$(date +%s)
+STEP="start"
+say() { echo "[device_check +$(( $(date +%s) - T0 ))s] $*"; }
+trap 'rc=$?; if [ $rc -ne 0 ]; then say "FAILED in step: $STEP (exit $rc); log: $LOGDIR/device_check.log"; fi' EXIT
+
+PY=${PYTHON:-python3}
+VENV=${DEVICE_CHECK_VENV:-/tmp/lpmpi-venv}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
+
+STEP="machine"
+say "lpmpi device check in $ROOT, logs in $LOGDIR"
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv | tee "$LOGDIR/gpu.csv"
+else
+    say "nvidia-smi not found"
+fi
+command -v nvcc >/dev/null || { say "nvcc not found: cannot build the CUDA part"; exit 2; }
+nvcc --version | tail -2
+"$PY" --version
+"$PY" -c "import cupy, numpy, Cython; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'cython', Cython.__version__); print('GPUs visible to CuPy:', cupy.cuda.runtime.getDeviceCount())"
+if [ -z "${LPMPI_CUDA_ARCHS:-}" ] && command -v nvidia-smi >/dev/null; then
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+    [ -n "$cap" ] && export LPMPI_CUDA_ARCHS=$cap
+fi
+say "building for CUDA architectures: ${LPMPI_CUDA_ARCHS:-80;90 (default)}"
+
+STEP="virtual environment and wheels"
+ls .whl/*.whl >/dev/null 2>&1 || { say "no wheels in $ROOT/.whl (see the pip download command at the top of this script)"; exit 2; }
+rm -rf "$VENV"
+"$PY" -m venv --system-site-packages "$VENV"
+timeout 180 "$VENV/bin/python" -m pip install -q --no-index --no-deps --ignore-installed --no-cache-dir .whl/*.whl
+export PATH="$VENV/bin:$PATH" LD_LIBRARY_PATH="$VENV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+VPY="$VENV/bin/python"
+MPIEXEC="$VENV/bin/mpiexec"
+"$VPY" -c "import mpi4py; from mpi4py import MPI; print('mpi4py', mpi4py.__version__, '|', MPI.Get_library_version().splitlines()[0])"
+
+STEP="mpiexec smoke test"
+mpi_ok() { timeout 60 "$MPIEXEC" -n 2 "$VPY" -c "from mpi4py import MPI; assert MPI.COMM_WORLD.allreduce(1) == 2" >/dev/null 2>&1; }
+if ! mpi_ok; then
+    for fix in "FI_PROVIDER=tcp" "FI_PROVIDER=sockets" "MPIR_CVAR_CH4_NETMOD=ucx"; do
+        say "mpiexec -n 2 failed; trying $fix"
+        export "${fix?}"
+        if mpi_ok; then break; fi
+        unset "${fix%%=*}"
+    done
+    mpi_ok || { say "mpiexec -n 2 does not run here"; timeout 60 "$MPIEXEC" -n 2 "$VPY" -c "from mpi4py import MPI" || true; exit 3; }
+fi
+say "mpiexec works"
+
+STEP="build (nvcc)"
+rm -rf build lpmpi/_core.c lpmpi/_core.*.so
+LPMPI_CUDA=1 timeout 300 "$VPY" setup.py build_ext --inplace 2>&1 | grep -v -i "deprecat" | tail -25
+"$VPY" - <<'EOF'
+import lpmpi
+from lpmpi import _core
+info = _core.cuda_info()
+print("lpmpi", lpmpi.__version__, "from", lpmpi.__file__, "cuda:", info)
+assert info["built"], "lpmpi was built without CUDA"
+assert info["devices"] >= 1, "lpmpi sees no GPU"
+EOF
+timeout 60 "$MPIEXEC" -n 2 "$VPY" -m lpmpi info | tee "$LOGDIR/info.txt"
+
+if [ "${DEVICE_CHECK_SKIP_TESTS:-0}" != 1 ]; then
+    STEP="GPU tests (tests/gpu, P = 1, 2, 3)"
+    timeout 420 "$VPY" -m pytest -q -p no:cacheprovider -rs tests/gpu --junitxml "$LOGDIR/gpu_tests.xml" 2>&1 \
+        | tee "$LOGDIR/gpu_tests.log"
+    grep -q " passed" "$LOGDIR/gpu_tests.log" || { say "the GPU tests did not run"; exit 4; }
+    if grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log"; then say "GPU tests were skipped on a GPU machine"; exit 4; fi
+fi
+
+if [ "${DEVICE_CHECK_SKIP_BENCH:-0}" != 1 ]; then
+    STEP="benchmark (--memory cuda, P = 2)"
+    timeout 240 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench --memory cuda --collective allreduce --dtype float32 \
+        --sizes 1MiB,16MiB,64MiB --algorithms lp,native,auto --min-time 0.3 --no-bandwidth \
+        --json "$LOGDIR/bench_cuda.json" | tee "$LOGDIR/bench_cuda.txt"
+    for chunk in 1MiB 4MiB; do
+        timeout 120 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench --memory cuda --collective allreduce --dtype float32 \
+            --sizes 64MiB --algorithms lp,native --chunk-bytes "$chunk" --min-time 0.3 --no-bandwidth \
+            --json "$LOGDIR/bench_cuda_chunk_$chunk.json" | tee "$LOGDIR/bench_cuda_chunk_$chunk.txt"
+    done
+    "$VPY" - "$LOGDIR" <<'EOF'
+import glob, json, sys
+rows = []
+for path in sorted(glob.glob(sys.argv[1] + "/bench_cuda*.json")):
+    with open(path) as f:
+        doc = json.load(f)
+    rows += [r for r in doc.get("rows", []) if r.get("nbytes") == 64 << 20]
+best = {}
+for r in rows:
+    label = r.get("label") or r.get("algorithm")
+    t = r.get("time_us")
+    if t is not None and (label not in best or t < best[label]):
+        best[label] = t
+print("64 MiB float32 allreduce, P = 2, CuPy arrays (best over runs):",
+      ", ".join(f"{k} {v / 1000:.2f} ms" for k, v in sorted(best.items())))
+if "lp" in best and "native" in best:
+    print(f"staged lp vs copy-to-host + native + copy-back: {best['native'] / best['lp']:.2f}x")
+EOF
+fi
+
+STEP="done"
+say "PASSED (all steps) in $(( $(date +%s) - T0 ))s"
