@@ -1519,8 +1519,8 @@ def suite_device(h):
             import cupy
             views.append(CAIView(x, stream=2))
             s = cupy.cuda.Stream(non_blocking=True)
-            big = cupy.zeros(1 << 22, cupy.float32)
-            with s:              # the write is queued on s; the interface names s
+            with s:              # the writes are queued on s; the interface names s
+                big = cupy.zeros(1 << 22, cupy.float32)
                 big += RANK + 1
                 view = CAIView(big, stream=s.ptr)
                 out = lpmpi.allreduce(view, cupy.empty_like(big), algorithm="lp",

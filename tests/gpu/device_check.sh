@@ -16,7 +16,9 @@
 #     --platform manylinux1_x86_64 -d .whl mpich==5.0.2 mpi4py==4.1.2
 # (.whl/ is git-ignored; it must travel with the checkout, e.g. as a carried path.)
 # Knobs: PYTHON (default python3), LPMPI_CUDA_ARCHS (default: the GPU's own, from nvidia-smi),
-# DEVICE_CHECK_SKIP_TESTS=1 / DEVICE_CHECK_SKIP_BENCH=1.
+# DEVICE_CHECK_WHEELS (default .whl), DEVICE_CHECK_SKIP_TESTS=1 / DEVICE_CHECK_SKIP_BENCH=1,
+# DEVICE_CHECK_DRY_RUN=1 (a machine without GPU: environment, build and the GPU tests' skips
+# only; with wheels for that machine's Python).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,6 +33,8 @@ trap 'rc=$?; if [ $rc -ne 0 ]; then say "FAILED in step: $STEP (exit $rc); log: 
 
 PY=${PYTHON:-python3}
 VENV=${DEVICE_CHECK_VENV:-/tmp/lpmpi-venv}
+WHEELS=${DEVICE_CHECK_WHEELS:-$ROOT/.whl}
+DRY=${DEVICE_CHECK_DRY_RUN:-0}
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
 
 STEP="machine"
@@ -43,7 +47,11 @@ fi
 command -v nvcc >/dev/null || { say "nvcc not found: cannot build the CUDA part"; exit 2; }
 nvcc --version | tail -2
 "$PY" --version
-"$PY" -c "import cupy, numpy, Cython; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'cython', Cython.__version__); print('GPUs visible to CuPy:', cupy.cuda.runtime.getDeviceCount())"
+if [ "$DRY" = 1 ]; then
+    say "dry run: no GPU expected"
+else
+    "$PY" -c "import cupy, numpy, Cython; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'cython', Cython.__version__); print('GPUs visible to CuPy:', cupy.cuda.runtime.getDeviceCount())"
+fi
 if [ -z "${LPMPI_CUDA_ARCHS:-}" ] && command -v nvidia-smi >/dev/null; then
     cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
     [ -n "$cap" ] && export LPMPI_CUDA_ARCHS=$cap
@@ -51,14 +59,30 @@ fi
 say "building for CUDA architectures: ${LPMPI_CUDA_ARCHS:-80;90 (default)}"
 
 STEP="virtual environment and wheels"
-ls .whl/*.whl >/dev/null 2>&1 || { say "no wheels in $ROOT/.whl (see the pip download command at the top of this script)"; exit 2; }
+ls "$WHEELS"/*.whl >/dev/null 2>&1 || { say "no wheels in $WHEELS (see the pip download command at the top of this script)"; exit 2; }
+# A venv of our own (its prefix holds MPICH's bin/, lib/ and include/, where mpi4py and
+# setup.py look), seeing the machine's packages (CuPy, numpy, Cython, pytest, pip ...) through
+# a .pth file, after its own: python3 there may itself be a venv, whose packages a
+# --system-site-packages venv would not see.
 rm -rf "$VENV"
-"$PY" -m venv --system-site-packages "$VENV"
-timeout 180 "$VENV/bin/python" -m pip install -q --no-index --no-deps --ignore-installed --no-cache-dir .whl/*.whl
-export PATH="$VENV/bin:$PATH" LD_LIBRARY_PATH="$VENV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+"$PY" -m venv --without-pip "$VENV"
 VPY="$VENV/bin/python"
+SITE=$("$VPY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+"$PY" - "$SITE" <<'EOF'
+import os, sys
+paths = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages") and os.path.isdir(p)]
+with open(os.path.join(sys.argv[1], "zz_machine_packages.pth"), "w") as f:
+    f.write("\n".join(paths) + "\n")
+print("machine packages seen through", paths)
+EOF
+timeout 180 "$VPY" -m pip install -q --no-index --no-deps --ignore-installed --no-cache-dir \
+    --no-warn-script-location "$WHEELS"/*.whl
+export PATH="$VENV/bin:$PATH" LD_LIBRARY_PATH="$VENV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MPICC="$VENV/bin/mpicc"
 MPIEXEC="$VENV/bin/mpiexec"
-"$VPY" -c "import mpi4py; from mpi4py import MPI; print('mpi4py', mpi4py.__version__, '|', MPI.Get_library_version().splitlines()[0])"
+[ -x "$MPIEXEC" ] && [ -x "$MPICC" ] || { say "the mpich wheel did not install mpiexec/mpicc into $VENV/bin"; exit 2; }
+"$VPY" -c "import mpi4py, sys; assert mpi4py.__file__.startswith(sys.prefix), mpi4py.__file__"
+"$VPY" -c "import mpi4py; from mpi4py import MPI; print('mpi4py', mpi4py.__version__, mpi4py.__file__, '|', MPI.Get_library_version().splitlines()[0])"
 
 STEP="mpiexec smoke test"
 mpi_ok() { timeout 60 "$MPIEXEC" -n 2 "$VPY" -c "from mpi4py import MPI; assert MPI.COMM_WORLD.allreduce(1) == 2" >/dev/null 2>&1; }
@@ -76,25 +100,30 @@ say "mpiexec works"
 STEP="build (nvcc)"
 rm -rf build lpmpi/_core.c lpmpi/_core.*.so
 LPMPI_CUDA=1 timeout 300 "$VPY" setup.py build_ext --inplace 2>&1 | grep -v -i "deprecat" | tail -25
-"$VPY" - <<'EOF'
+DEVICE_CHECK_DRY_RUN=$DRY "$VPY" - <<'EOF'
+import os
 import lpmpi
 from lpmpi import _core
 info = _core.cuda_info()
 print("lpmpi", lpmpi.__version__, "from", lpmpi.__file__, "cuda:", info)
 assert info["built"], "lpmpi was built without CUDA"
-assert info["devices"] >= 1, "lpmpi sees no GPU"
+assert info["devices"] >= 1 or os.environ["DEVICE_CHECK_DRY_RUN"] == "1", "lpmpi sees no GPU"
 EOF
 timeout 60 "$MPIEXEC" -n 2 "$VPY" -m lpmpi info | tee "$LOGDIR/info.txt"
 
 if [ "${DEVICE_CHECK_SKIP_TESTS:-0}" != 1 ]; then
     STEP="GPU tests (tests/gpu, P = 1, 2, 3)"
-    timeout 420 "$VPY" -m pytest -q -p no:cacheprovider -rs tests/gpu --junitxml "$LOGDIR/gpu_tests.xml" 2>&1 \
+    timeout 240 "$VPY" -m pytest -q -p no:cacheprovider -rs tests/gpu --junitxml "$LOGDIR/gpu_tests.xml" 2>&1 \
         | tee "$LOGDIR/gpu_tests.log"
-    grep -q " passed" "$LOGDIR/gpu_tests.log" || { say "the GPU tests did not run"; exit 4; }
-    if grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log"; then say "GPU tests were skipped on a GPU machine"; exit 4; fi
+    if [ "$DRY" = 1 ]; then
+        grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log" || { say "dry run: expected the GPU tests to skip"; exit 4; }
+    else
+        grep -q " passed" "$LOGDIR/gpu_tests.log" || { say "the GPU tests did not run"; exit 4; }
+        if grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log"; then say "GPU tests were skipped on a GPU machine"; exit 4; fi
+    fi
 fi
 
-if [ "${DEVICE_CHECK_SKIP_BENCH:-0}" != 1 ]; then
+if [ "${DEVICE_CHECK_SKIP_BENCH:-0}" != 1 ] && [ "$DRY" != 1 ]; then
     STEP="benchmark (--memory cuda, P = 2)"
     timeout 240 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench --memory cuda --collective allreduce --dtype float32 \
         --sizes 1MiB,16MiB,64MiB --algorithms lp,native,auto --min-time 0.3 --no-bandwidth \
