@@ -20,10 +20,12 @@ static double cost_bcast_lp(const lp_model_t *m, int P, double n, double c) {
 static double cost_reduce_lp(const lp_model_t *m, int P, double n, double c) {
     return (nchunks(n, c) + P - 2) * (m->alpha + fmin(c, n) * (m->beta + m->gamma));
 }
-/* allreduce: two opposite chains of n/2 bytes each, up and down overlapped */
+/* allreduce: two opposite chains of n/2 bytes each, up and down overlapped.  Every link
+ * direction carries one chain's partials and the other chain's finals, n bytes in all, so
+ * the steady state moves a chunk per step per chain on each link: n/c chunk steps plus the
+ * fill of both directions (2P - 3). */
 static double cost_allreduce_lp(const lp_model_t *m, int P, double n, double c) {
-    double h = n / 2;
-    return (nchunks(h, c) + 2 * P - 3) * (m->alpha + fmin(c, h) * (m->beta + m->gamma));
+    return (nchunks(n, c) + 2 * P - 3) * (m->alpha + fmin(c, n / 2) * (m->beta + m->gamma));
 }
 /* mst: log P rounds of the whole message */
 static double cost_bcast_mst(const lp_model_t *m, int P, double n, double c) {

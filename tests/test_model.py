@@ -23,10 +23,11 @@ def known_model():
 
 # (collective, algorithm, P, n, chunk) -> seconds, written out by hand from registry.c
 HAND = {
-    # lp: (K + P - 2) steps of one chunk; allreduce: two chains of n/2, (K + 2P - 3) steps
+    # lp: (K + P - 2) steps of one chunk; allreduce: two chains of n/2 share every link
+    # direction, so n/c chunk steps plus the fill of both directions, (K + 2P - 3)
     ("bcast", "lp", 4, N, C): (16 + 2) * (A + C * B),
     ("reduce", "lp", 4, N, C): (16 + 2) * (A + C * (B + G)),
-    ("allreduce", "lp", 4, N, C): (8 + 5) * (A + C * (B + G)),
+    ("allreduce", "lp", 4, N, C): (16 + 5) * (A + C * (B + G)),
     ("bcast", "lp", 4, 1000, C): (1 + 2) * (A + 1000 * B),              # chunk > message
     # mst: ceil(log2 P) rounds of the whole message
     ("bcast", "mst", 4, N, None): 2 * (A + N * B),
@@ -114,7 +115,7 @@ def test_install_rejects_nonsense():
 def test_fit_at_p2_gives_every_rank_the_same_model():
     code = ("import json, lpmpi.model as m; from mpi4py import MPI; "
             "f = m.fit(sizes=(1024, 65536, 1 << 20), reps=5); "
-            "print('RESULT', MPI.COMM_WORLD.rank, json.dumps([f.alpha, f.beta, f.gamma, *m.current().__dict__.values()]))")
+            "import sys; sys.stdout.write('RESULT %d %s\\n' % (MPI.COMM_WORLD.rank, json.dumps([f.alpha, f.beta, f.gamma, *m.current().__dict__.values()]))); sys.stdout.flush()")
     cmd = [mpiexec(), "-n", "2", sys.executable, "-c", code]
     rc, out, _ = run(cmd, child_env(), 60)
     assert rc == 0, out[-4000:]

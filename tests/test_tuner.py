@@ -160,7 +160,7 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
             "r = {f'{c} {n}': list(lpmpi.select(c, n)) for c in ('allreduce', 'bcast') "
             "for n in (8, 100, 256 << 10, 1 << 24)}; "
             "e = lpmpi.explain('bcast', 256 << 10); assert e.source == 'table', e; "
-            "print('RESULT', MPI.COMM_WORLD.rank, json.dumps(r))")
+            "import sys; sys.stdout.write(f'RESULT {MPI.COMM_WORLD.rank} {json.dumps(r)}\\n'); sys.stdout.flush()")
     rc, text = run([mpiexec(), "-n", "2", sys.executable, "-c", code],
                    child_env({"LPMPI_TUNING_FILE": str(out)}), 60)[:2]
     assert rc == 0, text[-4000:]
