@@ -30,7 +30,7 @@
  * Implementation: one state machine per rank with four request windows of W chunks
  * (partial receive, partial send, final receive, final send).  It never blocks on one
  * request while another could progress: when nothing moved it waits on any of the oldest
- * outstanding requests (MPI_Waitany), so the reduction of chunk k overlaps the transfers
+ * outstanding requests (MPI_Waitsome), so the reduction of chunk k overlaps the transfers
  * of chunks k+1.. in both directions.  Memory: W chunk slots for incoming partials, plus W
  * for outgoing partials on non-root ranks of reduce (their recvbuf is never written).
  * Limits: none on P or count; chunk_bytes is clamped to lp_max_msg_bytes by the caller. */
@@ -57,7 +57,10 @@ static inline size_t chunk_len(const chain_t *c, size_t k) {
 }
 
 /* MPI_Test that also accepts MPI_REQUEST_NULL (already complete) */
-#define TEST(req, flagp) LP_MPI(MPI_Test(&(req), (flagp), MPI_STATUS_IGNORE))
+/* a request is complete once MPI_Waitsome (in chains_run) has set it to MPI_REQUEST_NULL:
+ * completions are only ever observed through a wait, never MPI_Test (SimGrid's SMPI, for one,
+ * pays for every request a test completed at each later wait) */
+#define TEST(req, flagp) (*(flagp) = ((req) == MPI_REQUEST_NULL))
 
 /* advance one chain as far as it goes without blocking; *moved is set if anything happened */
 static int chain_step(chain_t *c, int *moved, int *done) {
@@ -139,31 +142,23 @@ cleanup:
     return rc;
 }
 
-/* the oldest outstanding request of each stream of a chain: what it waits for when stuck */
-static int chain_waiting(chain_t *c, MPI_Request **src, int n) {
-    size_t W = c->W;
-    if (c->up && c->right >= 0 && c->pdone < c->pr_post) src[n++] = &c->pr[c->pdone % W];
-    if (c->up && c->left >= 0 && c->ps_done < c->pdone) src[n++] = &c->ps[c->ps_done % W];
-    if (c->down && c->left >= 0 && c->fr_done < c->fr_post) src[n++] = &c->fr[c->fr_done % W];
-    if (c->down && c->right >= 0 && c->fs_done < c->fs_post) src[n++] = &c->fs[c->fs_done % W];
-    return n;
-}
-
-/* run n chains to completion at once.  It never blocks on one request while another could
- * progress: when nothing moved it waits for any of the oldest outstanding requests. */
+/* run n chains to completion at once.  It never blocks while a chain could move: when
+ * nothing moved it waits in MPI_Waitsome for any outstanding request of any chain, which
+ * marks every completed one (MPI_REQUEST_NULL), and the chains advance from those marks. */
 static int chains_run(chain_t *cs, int n) {
-    int rc = LP_OK;
+    int rc = LP_OK, *idx = NULL;
     MPI_Request *rq = NULL;
-    size_t per = 4 * cs[0].W;
-    LP_TRY(lp_ctx_requests(cs[0].a->ctx, (size_t)n * per, &rq));
-    for (size_t i = 0; i < (size_t)n * per; i++) rq[i] = MPI_REQUEST_NULL;
+    size_t per = 4 * cs[0].W, total = (size_t)n * per;
+    LP_TRY(lp_ctx_requests(cs[0].a->ctx, total, &rq));
+    LP_TRY(lp_ctx_indices(cs[0].a->ctx, total, &idx));
+    for (size_t i = 0; i < total; i++) rq[i] = MPI_REQUEST_NULL;
     for (int i = 0; i < n; i++) {
         chain_t *c = &cs[i];
         c->pr = rq + i * per; c->ps = c->pr + c->W; c->fr = c->ps + c->W; c->fs = c->fr + c->W;
         if (!c->up) c->pdone = c->K;                      /* nothing to reduce */
     }
     for (;;) {
-        int moved = 0, all = 1;
+        int moved = 0, all = 1, outcount;
         for (int i = 0; i < n; i++) {
             int done = 0;
             LP_TRY(chain_step(&cs[i], &moved, &done));
@@ -171,13 +166,11 @@ static int chains_run(chain_t *cs, int n) {
         }
         if (all) break;
         if (moved) continue;
-        MPI_Request w[8], *src[8];
-        int m = 0, idx;
-        for (int i = 0; i < n; i++) m = chain_waiting(&cs[i], src, m);
-        if (m == 0) { rc = LP_FAIL(LP_ERR_ARG, "lp pipeline stalled (internal error)"); goto cleanup; }
-        for (int i = 0; i < m; i++) w[i] = *src[i];
-        LP_MPI(MPI_Waitany(m, w, &idx, MPI_STATUS_IGNORE));
-        if (idx != MPI_UNDEFINED) *src[idx] = w[idx];      /* now MPI_REQUEST_NULL */
+        LP_MPI(MPI_Waitsome((int)total, rq, &outcount, idx, MPI_STATUSES_IGNORE));
+        if (outcount == MPI_UNDEFINED) {
+            rc = LP_FAIL(LP_ERR_ARG, "lp pipeline stalled (internal error)");
+            goto cleanup;
+        }
     }
 cleanup:
     return rc;

@@ -50,6 +50,7 @@ static void ctx_free(lp_ctx_t *c) {
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     free(c->scratch);
     free(c->reqs);
+    free(c->idx);
     free(c);
 }
 
@@ -120,6 +121,17 @@ int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out) {
         ctx->scratch_bytes = want;
     }
     *out = ctx->scratch;
+    return LP_OK;
+}
+
+int lp_ctx_indices(lp_ctx_t *ctx, size_t n, int **out) {
+    if (n > ctx->nidx) {
+        int *r = realloc(ctx->idx, n * sizeof *r);
+        if (!r) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu request indices", n);
+        ctx->idx = r;
+        ctx->nidx = n;
+    }
+    *out = ctx->idx;
     return LP_OK;
 }
 

@@ -25,6 +25,8 @@ typedef struct lp_ctx {
     size_t scratch_bytes;
     MPI_Request *reqs;        /* grow-only request array */
     size_t nreqs;
+    int *idx;                 /* grow-only index array (MPI_Waitsome) */
+    size_t nidx;
     int table_state;          /* 0 unchecked, 1 every rank has the same table, -1 they differ */
     struct {                  /* auto's last decision per collective (the model is not free) */
         unsigned long gen;
@@ -40,6 +42,7 @@ int lp_ctx_get(MPI_Comm user_comm, lp_ctx_t **out);
 /* scratch space of at least `bytes` (64-byte aligned); invalidates earlier pointers */
 int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out);
 int lp_ctx_requests(lp_ctx_t *ctx, size_t n, MPI_Request **out);
+int lp_ctx_indices(lp_ctx_t *ctx, size_t n, int **out);   /* for MPI_Waitsome */
 
 /* ---- how the bytes of device memory travel (device.c) ----
  *   HOST    host memory: the algorithms as written.
