@@ -186,9 +186,7 @@ static size_t chain_setup(const lp_args_t *a, chain_t *c, int up, int down, int 
     c->up = up;
     c->down = down;
     c->P = P;
-    c->v = dir > 0 ? lp_vrank(a->rank, head, P) : lp_vrank(head, a->rank, P);
-    c->left = c->v > 0 ? (head + dir * (c->v - 1) + P) % P : -1;
-    c->right = c->v < P - 1 ? (head + dir * (c->v + 1) + P) % P : -1;
+    lp_chain_pos(a->rank, head, dir, P, &c->v, &c->left, &c->right);
     c->base = base;
     c->bytes = bytes;
     c->cb = a->chunk_elems * a->esize;

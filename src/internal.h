@@ -169,6 +169,15 @@ static inline int lp_reduce_local(const lp_args_t *a, void *out, const void *x, 
     if (n) a->fn(out, x, y, n);
     return LP_OK;
 }
+/* chain geometry shared by the host and staged LP pipelines: position v of `rank` on the chain
+ * that starts at `head` and goes up (dir = 1) or down (dir = -1) in rank order, and the real
+ * ranks of its neighbours v-1 (*left) and v+1 (*right), -1 at the ends */
+static inline void lp_chain_pos(int rank, int head, int dir, int P, int *v, int *left, int *right) {
+    *v = dir > 0 ? lp_vrank(rank, head, P) : lp_vrank(head, rank, P);
+    *left = *v > 0 ? (head + dir * (*v - 1) + P) % P : -1;
+    *right = *v < P - 1 ? (head + dir * (*v + 1) + P) % P : -1;
+}
+
 /* finishing touch on a result region computed by this rank: AVG divides by P */
 static inline int lp_finish(const lp_args_t *a, void *buf, size_t n) {
     if (a->op != LP_AVG || n == 0) return LP_OK;
