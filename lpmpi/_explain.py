@@ -43,7 +43,9 @@ class Explanation:
             r = self.table_row
             hi = "inf" if r.hi == float("inf") else f"{r.hi:g}"
             lines.append(f"  table row: [{r.lo:g}, {hi}) B -> {r.algorithm}"
-                         + (f" chunk {r.chunk_bytes}" if r.chunk_bytes else "") + f"  ({self.table_path})")
+                         + (f" chunk {r.chunk_bytes}" if r.chunk_bytes else "")
+                         + (f" staging buffers {r.staging_buffers}" if r.staging_buffers else "")
+                         + f"  ({self.table_path})")
         elif self.table_note:
             lines.append(f"  table: {self.table_note}")
         if self.model is not None:

@@ -24,7 +24,10 @@ Schema (version 1)::
 
 A row covers messages of ``lo <= nbytes < hi`` bytes (``"inf"`` allowed as ``hi``); rows of a
 collective are sorted and do not overlap.  ``chunk_bytes`` is a positive int or null (null: the
-model's chunk); algorithms without chunks ignore it.
+model's chunk); algorithms without chunks ignore it.  Rows of a ``"memory": "cuda"`` table may
+carry ``staging_buffers``: an int in 1..64 (chunks in flight per direction of the staged device
+pipeline, see ``_core.set_staging_buffers``) or null / absent (the process default); it is kept
+for chunked algorithms of cuda tables and ignored elsewhere.
 
 Matching policy.  Rows are keyed by P in the engine, so a table for P = 2 applies only to
 communicators of 2 ranks; other sizes use the cost model.  A table from another MPI library
@@ -51,6 +54,7 @@ SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables")
 COLLECTIVES = ("allreduce", "reduce", "bcast")
 MEMORY_KINDS = ("host", "cuda")
 INF = "inf"
+STAGING_RANGE = (1, 64)   # staging buffers of a row (the engine's 1..LP_MAX_EVENTS / 4)
 
 
 class TuningWarning(UserWarning):
@@ -71,6 +75,7 @@ class Row:
     algorithm: str
     chunk_bytes: int | None
     measured: tuple[Mapping[str, Any], ...] = ()
+    staging_buffers: int | None = None    # cuda tables, chunked algorithms: None = the default
 
     def covers(self, nbytes: float) -> bool:
         """True when this row applies to a message of ``nbytes`` bytes."""
@@ -191,8 +196,19 @@ def _bound(value: Any, what: str, allow_inf: bool) -> float:
     return float(value)
 
 
-def _row(collective: str, raw: Any, algorithms: Mapping[str, bool]) -> Row:
-    """One row, validated; raises TableError with the reason."""
+def _staging(value: Any) -> int | None:
+    """A row's ``staging_buffers``: None, or an int in STAGING_RANGE."""
+    lo, hi = STAGING_RANGE
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise TableError(f"staging_buffers must be an int in {lo}..{hi} or null, got {value!r}")
+    return value
+
+
+def _row(collective: str, raw: Any, algorithms: Mapping[str, bool], memory: str = "host") -> Row:
+    """One row, validated; raises TableError with the reason.  ``staging_buffers`` is checked
+    everywhere but kept only where it applies: chunked algorithms of a ``cuda`` table."""
     if not isinstance(raw, dict):
         raise TableError(f"a row must be an object, got {type(raw).__name__}")
     missing = [k for k in ("lo", "hi", "algorithm") if k not in raw]
@@ -208,13 +224,17 @@ def _row(collective: str, raw: Any, algorithms: Mapping[str, bool]) -> Row:
     chunk = raw.get("chunk_bytes")
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0):
         raise TableError(f"chunk_bytes must be a positive int or null, got {chunk!r}")
+    staging = _staging(raw.get("staging_buffers"))
     measured = raw.get("measured", [])
     if not isinstance(measured, list) or not all(isinstance(m, dict) for m in measured):
         raise TableError("measured must be a list of objects")
-    return Row(collective, lo, hi, alg, chunk if algorithms[alg] else None, tuple(measured))
+    keep = algorithms[alg]
+    return Row(collective, lo, hi, alg, chunk if keep else None, tuple(measured),
+               staging if keep and memory == "cuda" else None)
 
 
-def _rows(collective: str, raws: Any, algorithms: Mapping[str, bool], skipped: list[str]) -> list[Row]:
+def _rows(collective: str, raws: Any, algorithms: Mapping[str, bool], skipped: list[str],
+          memory: str = "host") -> list[Row]:
     """The valid rows of one collective, in order; invalid or overlapping ones go to ``skipped``."""
     if not isinstance(raws, list):
         skipped.append(f"{collective}: rows must be a list, got {type(raws).__name__}")
@@ -222,7 +242,7 @@ def _rows(collective: str, raws: Any, algorithms: Mapping[str, bool], skipped: l
     rows: list[Row] = []
     for i, raw in enumerate(raws):
         try:
-            row = _row(collective, raw, algorithms)
+            row = _row(collective, raw, algorithms, memory)
             if rows and row.lo < rows[-1].hi:
                 raise TableError(f"range [{row.lo:g}, {row.hi:g}) overlaps or precedes the row before "
                                  f"(ranges must be sorted and disjoint)")
@@ -274,7 +294,7 @@ def parse_table(doc: Any, path: str | None = None,
         if coll not in COLLECTIVES:
             skipped.append(f"unknown collective {coll!r}")
             continue
-        rows.extend(_rows(coll, raws, algorithms[coll], skipped))
+        rows.extend(_rows(coll, raws, algorithms[coll], skipped, fp["memory"]))
     tuner = doc.get("tuner") if isinstance(doc.get("tuner"), dict) else {}
     return Table(fp, rows, tuner, path, skipped, _model(doc.get("model"), skipped))
 
@@ -333,22 +353,26 @@ class Choice:
     chunk_bytes: int | None
     time_s: float
     native_s: float | None
+    staging_buffers: int | None = None
 
 
 def merge_choices(collective: str, choices: Sequence[Choice], chunked: Mapping[str, bool]) -> list[Row]:
     """Rows of a collective from per-size choices: geometric-midpoint edges, and adjacent
-    sizes with the same (algorithm, chunk) merged into one row."""
+    sizes with the same (algorithm, chunk, staging buffers) merged into one row."""
     choices = sorted(choices, key=lambda c: c.nbytes)
     rows: list[Row] = []
     for (lo, hi), ch in zip(bucket_edges([c.nbytes for c in choices]), choices):
-        chunk = ch.chunk_bytes if chunked.get(ch.algorithm) else None
+        keep = chunked.get(ch.algorithm)
+        chunk = ch.chunk_bytes if keep else None
+        staging = ch.staging_buffers if keep else None
         meas = {"nbytes": ch.nbytes, "time_us": round(ch.time_s * 1e6, 3),
                 "native_us": None if ch.native_s is None else round(ch.native_s * 1e6, 3)}
         prev = rows[-1] if rows else None
-        if prev is not None and (prev.algorithm, prev.chunk_bytes) == (ch.algorithm, chunk):
-            rows[-1] = Row(collective, prev.lo, hi, prev.algorithm, chunk, (*prev.measured, meas))
+        if prev is not None and (prev.algorithm, prev.chunk_bytes, prev.staging_buffers) == \
+                (ch.algorithm, chunk, staging):
+            rows[-1] = Row(collective, prev.lo, hi, prev.algorithm, chunk, (*prev.measured, meas), staging)
         else:
-            rows.append(Row(collective, lo, hi, ch.algorithm, chunk, (meas,)))
+            rows.append(Row(collective, lo, hi, ch.algorithm, chunk, (meas,), staging))
     return rows
 
 
@@ -357,12 +381,17 @@ def _json_bound(x: float) -> float | int | str:
 
 
 def table_document(fp: Mapping[str, Any], rows: Iterable[Row], tuner: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON document (a dict) of a table."""
+    """The JSON document (a dict) of a table.  Rows of a ``cuda`` table (``fp["memory"]``) carry
+    ``staging_buffers`` (null where the default applies); host rows do not."""
     colls: dict[str, list[dict[str, Any]]] = {}
+    cuda = fp.get("memory") == "cuda"
     for r in rows:
-        colls.setdefault(r.collective, []).append({
-            "lo": _json_bound(r.lo), "hi": _json_bound(r.hi), "algorithm": r.algorithm,
-            "chunk_bytes": r.chunk_bytes, "measured": [dict(m) for m in r.measured]})
+        row: dict[str, Any] = {"lo": _json_bound(r.lo), "hi": _json_bound(r.hi), "algorithm": r.algorithm,
+                               "chunk_bytes": r.chunk_bytes}
+        if cuda:
+            row["staging_buffers"] = r.staging_buffers
+        row["measured"] = [dict(m) for m in r.measured]
+        colls.setdefault(r.collective, []).append(row)
     return {VERSION_KEY: TABLE_VERSION, "fingerprint": dict(fp), "tuner": dict(tuner), "collectives": colls}
 
 
@@ -435,7 +464,9 @@ def rows_hash(tables: Sequence[Table]) -> int:
     """A stable 64-bit hash of the applied rows and model (the same on every rank that loaded
     the same tables); 0 when there are none."""
     canon: list[Any] = [[r.collective, t.memory, t.nprocs, _json_bound(r.lo), _json_bound(r.hi),
-                         r.algorithm, r.chunk_bytes] for t in tables for r in t.rows]
+                         r.algorithm, r.chunk_bytes]
+                        + ([r.staging_buffers] if r.staging_buffers is not None else [])
+                        for t in tables for r in t.rows]
     mt = model_table(tables)
     if mt is not None:
         canon.append(list(mt.model or ()))
@@ -530,7 +561,8 @@ def _apply(st: LoadStatus) -> None:
     for t in st.applied:
         for r in t.rows:
             try:
-                _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes)
+                _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,
+                                staging_buffers=r.staging_buffers)
             except (ValueError, TypeError) as exc:
                 t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
     mt = model_table(st.applied)
