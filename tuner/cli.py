@@ -3,6 +3,10 @@
     mpiexec -n 2 lpmpi-tune --collectives allreduce,bcast,reduce --min-bytes 8 --max-bytes 64MiB \\
         --storage sqlite:///tune.db --out table.json
 
+``--memory cuda`` tunes device memory (CuPy arrays, one GPU per rank of a node; the table is
+for memory "cuda").  Where MPI is not CUDA-aware, so that lpmpi stages device buffers through
+the host, chunked algorithms get one more dimension: the staging buffers (``--staging-buffers``).
+
 Rerunning the same command after an interruption resumes: finished trials are kept in the
 storage and never measured again.  Exit status: 0 done (table written), 2 bad usage,
 3 stopped by --max-trials-this-run (rerun to go on), 130 interrupted.
@@ -25,7 +29,9 @@ import lpmpi
 from lpmpi import model, tables
 from lpmpi.bench import COLLECTIVES, OPS, _Parser, parse_size, parse_sizes, resolve_dtype
 from tuner.driver import Settings, StopRun, Tuner
+from tuner.measure import device_problem
 from tuner.report import BucketResult, Progress, summary
+from tuner.space import STAGING_CHOICES
 
 EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 2, 3, 130
 
@@ -43,6 +49,13 @@ def size_ladder(lo: int, hi: int, factor: float) -> list[int]:
         out.append(round(x))
         x *= factor
     return sorted(set(out + [hi]))
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(t, 0) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of ints: {text!r}") from None
 
 
 def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
@@ -64,7 +77,11 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--op", default="sum", type=str.lower, choices=OPS)
     p.add_argument("--root", type=int, default=0)
-    p.add_argument("--memory", default="host", choices=["host"])
+    p.add_argument("--memory", default="host", choices=["host", "cuda"],
+                   help="where the buffers live (cuda: CuPy arrays on this rank's GPU)")
+    p.add_argument("--staging-buffers", type=_int_list, default=list(STAGING_CHOICES),
+                   help="--memory cuda, MPI not CUDA-aware: the staging buffers tried for chunked "
+                   "algorithms (each 1..64; chunks in flight per direction of the staged pipeline)")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls before each trial")
     p.add_argument("--min-reps", type=int, default=5)
     p.add_argument("--max-reps", type=int, default=50)
@@ -103,6 +120,8 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if a.max_reps < a.min_reps or a.warmup < 0 or a.checkpoint_reps < 0 or a.prune_factor <= 1:
         p.error("need --max-reps >= --min-reps, --warmup >= 0, --checkpoint-reps >= 0, --prune-factor > 1")
+    if not a.staging_buffers or not all(1 <= w <= 64 for w in a.staging_buffers):
+        p.error(f"--staging-buffers: need one or more ints in 1..64, got {a.staging_buffers}")
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
                     a.verify_rounds, a.max_trials_this_run, a.crash_after)
@@ -134,7 +153,8 @@ def table_for(results: Sequence[BucketResult], fp: dict[str, Any], fitted: model
     rows = []
     for coll in dict.fromkeys(r.collective for r in results):
         chunked = {name: c for name, _, c in lpmpi._core._algorithm_info(coll)}
-        choices = [tables.Choice(r.nbytes, r.choice.algorithm, r.choice.chunk_bytes, r.seconds, r.native_s)
+        choices = [tables.Choice(r.nbytes, r.choice.algorithm, r.choice.chunk_bytes, r.seconds, r.native_s,
+                                 r.choice.staging_buffers)
                    for r in results if r.collective == coll]
         rows += tables.merge_choices(coll, choices, chunked)
     tuner = {"command": command, "settings": settings, "lpmpi_version": lpmpi.__version__,
@@ -153,6 +173,18 @@ def _run(comm: Any, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     s = _settings(parser, args, nprocs)
     say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
+    if s.memory == "cuda":
+        # every rank checks its own process; any rank's problem stops all of them
+        problems = [f"rank {r}: {why}" for r, why in enumerate(comm.allgather(device_problem())) if why]
+        if problems:
+            parser.error("; ".join(problems[:4]) + (" ..." if len(problems) > 4 else ""))
+        info = lpmpi._core.cuda_info()
+        if info["transport"] == "staged":
+            s.staging_choices = tuple(sorted(set(args.staging_buffers)))
+        say(f"# device memory: transport {info['transport']}"
+            + (f", staging buffers tried for chunked algorithms: {list(s.staging_choices)}"
+               if s.staging_choices else " (no staging dimension)")
+            + (" [emulated on the host]" if info["emulated"] else ""))
     fp = tables.fingerprint(comm, s.memory)
     why = None if args.allow_oversubscribe else _oversubscribed(comm, fp)
     if why:

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from lpmpi import _core
 from lpmpi.bench import format_bytes
-from tuner.measure import Bench, Result, reps_for
+from tuner.measure import Bench, Result, memory_backend, reps_for
 from tuner.report import BucketResult, Progress
 from tuner.space import NATIVE, Config, Space
 
@@ -45,6 +46,7 @@ class Settings:
     verify_rounds: int = 3
     max_trials_this_run: int | None = None
     crash_after: int | None = None     # tests: kill -9 rank 0 with a trial running
+    staging_choices: tuple[int, ...] = ()   # staging-buffers dimension of chunked algorithms (cuda)
 
 
 class Tuner:
@@ -54,6 +56,9 @@ class Tuner:
         self.comm, self.s, self.progress, self.library = comm, settings, progress, library
         self.rank, self.nprocs = comm.Get_rank(), comm.Get_size()
         self.trials_this_run = 0
+        self.backend = memory_backend(settings.memory, comm)
+        # the process's staging buffers now (each trial that sets its own restores it)
+        self.default_staging = int(_core.cuda_info()["staging_buffers"])
         self.storage: Any = None
         self.current: Any = None          # rank 0: the BucketStudy being tuned
         if self.rank == 0:
@@ -86,14 +91,14 @@ class Tuner:
         from tuner.studies import BucketStudy, study_name
 
         name = study_name(space.collective, self.s.memory, self.nprocs, self.s.dtype.name, self.s.op,
-                          space.nbytes)
+                          space.nbytes, space.staging)
         startup = len(space.algorithms) + 1
         return BucketStudy.open(self.storage, name, space, budget, self.s.seed, self.s.prune_factor,
                                 startup, self.library)
 
     def bucket(self, collective: str, nbytes: int, previous: Config | None, head: str) -> BucketResult:
         """Tune one bucket (collective)."""
-        space = Space.of(collective, nbytes)
+        space = Space.of(collective, nbytes, self.s.staging_choices, self.default_staging)
         budget = max(1, min(self.s.trials or space.default_budget(), len(space.grid()) - 1))
         study, stored = None, None
         if self.rank == 0:
@@ -101,9 +106,10 @@ class Tuner:
             stored = study.stored_choice() if study.done else None
         stored = self.comm.bcast(stored, root=0)
         if stored is not None:
-            return self._result(space, budget, study, Config(stored["algorithm"], stored["chunk_bytes"]),
-                                stored["seconds"], stored["native_s"], reused=True)
-        bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root)
+            choice = Config(stored["algorithm"], stored["chunk_bytes"], stored.get("staging_buffers"))
+            return self._result(space, budget, study, choice, stored["seconds"], stored["native_s"],
+                                reused=True)
+        bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root, self.backend)
         baseline = Config(NATIVE) if NATIVE in space.algorithms else Config(space.algorithms[0])
         reps = reps_for(bench.estimate(baseline), self.s.min_time, self.s.min_reps, self.s.max_reps)
         if study is not None:
@@ -122,7 +128,8 @@ class Tuner:
         choice, seconds, native_s = self._choose(bench, study, reps)
         if study is not None:
             study.store_choice({"algorithm": choice.algorithm, "chunk_bytes": choice.chunk_bytes,
-                                "seconds": seconds, "native_s": native_s})
+                                "staging_buffers": choice.staging_buffers, "seconds": seconds,
+                                "native_s": native_s})
         self.current = None
         return self._result(space, budget, study, choice, seconds, native_s)
 

@@ -74,14 +74,18 @@ def _us(seconds: float | None) -> str:
 
 
 def summary(results: Sequence[BucketResult]) -> list[str]:
-    """The closing table: per bucket the choice, its time, native's time and the speed-up."""
-    head = f"{'collective':<10} {'size':>10} {'algorithm':<9} {'chunk':>9} {'time_us':>11} " \
-           f"{'native_us':>11} {'speedup':>8} {'trials/grid':>12}"
+    """The closing table: per bucket the choice, its time, native's time and the speed-up (and,
+    when any choice has them, the staging buffers)."""
+    staged = any(r.choice.staging_buffers is not None for r in results)
+    head = f"{'collective':<10} {'size':>10} {'algorithm':<9} {'chunk':>9} " \
+           + (f"{'staging':>7} " if staged else "") \
+           + f"{'time_us':>11} {'native_us':>11} {'speedup':>8} {'trials/grid':>12}"
     lines = [head, "-" * len(head)]
     for r in results:
         chunk = format_bytes(r.choice.chunk_bytes) if r.choice.chunk_bytes else "-"
+        staging = f"{r.choice.staging_buffers or '-':>7} " if staged else ""
         up = f"{r.speedup:.2f}x" if r.speedup else "-"
         lines.append(f"{r.collective:<10} {format_bytes(r.nbytes):>10} {r.choice.algorithm:<9} "
-                     f"{chunk:>9} {_us(r.seconds):>11} {_us(r.native_s):>11} {up:>8} "
+                     f"{chunk:>9} {staging}{_us(r.seconds):>11} {_us(r.native_s):>11} {up:>8} "
                      f"{f'1+{r.measured}/{r.grid}':>12}")
     return lines

@@ -1,5 +1,9 @@
 """The search space of one bucket (collective, message size, P): configurations, the exhaustive
-grid it is compared with, the trial budget and the model's warm-start configurations."""
+grid it is compared with, the trial budget and the model's warm-start configurations.
+
+Device memory staged through the host (``--memory cuda`` where MPI is not CUDA-aware) adds one
+dimension for chunked algorithms: the staging buffers, chunks in flight per direction of the
+staged pipeline (``_core.set_staging_buffers``), a categorical among ``Space.staging``."""
 from __future__ import annotations
 
 import math
@@ -11,14 +15,18 @@ from lpmpi import _core, model
 
 NATIVE = "native"
 ALGORITHM_PARAM = "algorithm"
+STAGING_CHOICES = (2, 4, 8, 16)   # the staging-buffers dimension's default values
+DEFAULT_STAGING = 4               # the engine's default (src/device.c, lp_staging)
 
 
 @dataclass(frozen=True, order=True)
 class Config:
-    """One point of the search space; ``chunk_bytes`` is None for unchunked algorithms."""
+    """One point of the search space; ``chunk_bytes`` is None for unchunked algorithms,
+    ``staging_buffers`` None outside a staging dimension (the process default applies)."""
 
     algorithm: str
     chunk_bytes: int | None = None
+    staging_buffers: int | None = None
 
     @property
     def label(self) -> str:
@@ -26,7 +34,8 @@ class Config:
             return self.algorithm
         k = self.chunk_bytes
         text = f"{k >> 20}M" if k >= 1 << 20 else f"{k >> 10}K" if k >= 1 << 10 else f"{k}B"
-        return f"{self.algorithm}/{text}"
+        staging = f"/s{self.staging_buffers}" if self.staging_buffers is not None else ""
+        return f"{self.algorithm}/{text}{staging}"
 
 
 def chunk_param(algorithm: str) -> str:
@@ -35,19 +44,29 @@ def chunk_param(algorithm: str) -> str:
     return f"{algorithm}_chunk_log2"
 
 
+def staging_param(algorithm: str) -> str:
+    """The Optuna parameter holding ``algorithm``'s staging buffers (staging spaces only)."""
+    return f"{algorithm}_staging_buffers"
+
+
 @dataclass(frozen=True)
 class Space:
-    """The configurations of one collective at one message size."""
+    """The configurations of one collective at one message size; ``staging``: the values of the
+    staging-buffers dimension of chunked algorithms (empty: no such dimension, as for host
+    memory), ``default_staging`` the process's value (the warm start's)."""
 
     collective: str
     nbytes: int
     chunked: Mapping[str, bool]    # algorithm -> chunked, in registry order
+    staging: tuple[int, ...] = ()
+    default_staging: int = DEFAULT_STAGING
 
     @classmethod
-    def of(cls, collective: str, nbytes: int) -> Space:
+    def of(cls, collective: str, nbytes: int, staging: tuple[int, ...] = (),
+           default_staging: int = DEFAULT_STAGING) -> Space:
         """The space of ``collective`` at ``nbytes`` from the engine's registry."""
         info = {name: chunked for name, _, chunked in _core._algorithm_info(collective)}
-        return cls(collective, nbytes, info)
+        return cls(collective, nbytes, info, tuple(sorted(set(staging))), default_staging)
 
     @property
     def algorithms(self) -> tuple[str, ...]:
@@ -60,8 +79,15 @@ class Space:
         return chunks[0].bit_length() - 1, chunks[-1].bit_length() - 1
 
     def grid(self) -> list[Config]:
-        """The exhaustive grid (:func:`lpmpi.model.grid`) that the tuner's regret is measured on."""
-        return [Config(alg, chunk) for alg, chunk in model.grid(self.collective, self.nbytes)]
+        """The exhaustive grid (:func:`lpmpi.model.grid`) that the tuner's regret is measured on,
+        times the staging choices for chunked algorithms in a staging space."""
+        out = []
+        for alg, chunk in model.grid(self.collective, self.nbytes):
+            if chunk is not None and self.staging:
+                out += [Config(alg, chunk, w) for w in self.staging]
+            else:
+                out.append(Config(alg, chunk))
+        return out
 
     def default_budget(self) -> int:
         """A quarter of the grid's size (rounded up): distinct configurations measured per bucket
@@ -69,12 +95,17 @@ class Space:
         return max(1, math.ceil(len(self.grid()) / 4))
 
     def clamp(self, cfg: Config) -> Config:
-        """``cfg`` inside the space: chunk dropped for unchunked algorithms, rounded to a power
-        of two in range for chunked ones."""
+        """``cfg`` inside the space: chunk (and staging) dropped for unchunked algorithms; for
+        chunked ones the chunk rounded to a power of two in range and, in a staging space, the
+        staging buffers to the nearest choice (in log scale; None: the default's)."""
         if not self.chunked.get(cfg.algorithm):
             return Config(cfg.algorithm)
         chunk = cfg.chunk_bytes or model.grid_chunks(self.nbytes)[-1]
-        return Config(cfg.algorithm, model.pow2_chunk(chunk, self.nbytes))
+        staging = None
+        if self.staging:
+            want = math.log2(cfg.staging_buffers or self.default_staging)
+            staging = min(self.staging, key=lambda w: (abs(math.log2(w) - want), w))
+        return Config(cfg.algorithm, model.pow2_chunk(chunk, self.nbytes), staging)
 
     # ---- Optuna parameters
     def params(self, cfg: Config) -> dict[str, Any]:
@@ -83,16 +114,20 @@ class Space:
         p: dict[str, Any] = {ALGORITHM_PARAM: cfg.algorithm}
         if cfg.chunk_bytes is not None:
             p[chunk_param(cfg.algorithm)] = cfg.chunk_bytes.bit_length() - 1
+        if cfg.staging_buffers is not None:
+            p[staging_param(cfg.algorithm)] = cfg.staging_buffers
         return p
 
     def suggest(self, trial: Any) -> Config:
         """Ask an Optuna trial for a configuration (conditional space: a chunk only for chunked
-        algorithms, on a log2 scale)."""
+        algorithms, on a log2 scale; in a staging space also their staging buffers, categorical)."""
         alg = trial.suggest_categorical(ALGORITHM_PARAM, list(self.algorithms))
         if not self.chunked[alg]:
             return Config(alg)
         k = trial.suggest_int(chunk_param(alg), *self.log2_chunks)
-        return Config(alg, 1 << k)
+        if not self.staging:
+            return Config(alg, 1 << k)
+        return Config(alg, 1 << k, int(trial.suggest_categorical(staging_param(alg), list(self.staging))))
 
     def config_of(self, params: Mapping[str, Any]) -> Config | None:
         """The configuration of a finished trial's parameters (None if not of this space)."""
@@ -102,7 +137,12 @@ class Space:
         if not self.chunked[alg]:
             return Config(alg)
         k = params.get(chunk_param(alg))
-        return Config(alg, 1 << int(k)) if isinstance(k, int) else None
+        if not isinstance(k, int):
+            return None
+        if not self.staging:
+            return Config(alg, 1 << k)
+        w = params.get(staging_param(alg))
+        return Config(alg, 1 << k, w) if isinstance(w, int) and w in self.staging else None
 
     # ---- warm start
     def predictions(self, nprocs: int) -> list[tuple[Config, float]]:
@@ -110,11 +150,9 @@ class Space:
         fastest first."""
         out = []
         for alg, chunked in self.chunked.items():
-            chunk = None
-            if chunked:
-                best = model.best_chunk(self.collective, alg, nprocs, self.nbytes)
-                chunk = self.clamp(Config(alg, best)).chunk_bytes
-            out.append((Config(alg, chunk), model.predict(self.collective, alg, nprocs, self.nbytes, chunk)))
+            best = model.best_chunk(self.collective, alg, nprocs, self.nbytes) if chunked else None
+            cfg = self.clamp(Config(alg, best))
+            out.append((cfg, model.predict(self.collective, alg, nprocs, self.nbytes, cfg.chunk_bytes)))
         return sorted(out, key=lambda r: r[1])
 
     def lp_analytic(self, nprocs: int) -> Config | None:
@@ -127,11 +165,15 @@ class Space:
     def warm_start(self, nprocs: int, previous: Config | None = None) -> list[Config]:
         """Configurations to measure first, in order: native (the baseline, always measured),
         the model's predicted best, the previous (smaller) bucket's choice, LP at the analytic
-        chunk, then every other algorithm once at its model chunk."""
+        chunk, then every other algorithm once at its model chunk; in a staging space, last,
+        LP at the analytic chunk with each other staging choice (the model knows no staging)."""
         ranked = [c for c, _ in self.predictions(nprocs)]
         order = [Config(NATIVE)] if NATIVE in self.chunked else []
         order += ranked[:1]
-        order += [self.clamp(c) for c in (previous, self.lp_analytic(nprocs)) if c is not None]
+        lp = self.lp_analytic(nprocs)
+        order += [self.clamp(c) for c in (previous, lp) if c is not None]
         seen = {c.algorithm for c in order}
         order += [c for c in ranked[1:] if c.algorithm not in seen]
+        if lp is not None and self.staging:
+            order += [Config(lp.algorithm, lp.chunk_bytes, w) for w in self.staging]
         return list(dict.fromkeys(order))

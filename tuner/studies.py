@@ -51,9 +51,12 @@ def storage_for(url: str) -> optuna.storages.BaseStorage:
     return optuna.storages.RDBStorage(url)
 
 
-def study_name(collective: str, memory: str, nprocs: int, dtype: str, op: str, nbytes: int) -> str:
-    """The deterministic name of a bucket's study (what a rerun loads)."""
-    return f"lpmpi/{collective}/{memory}/P{nprocs}/{dtype}/{op}/{nbytes}B"
+def study_name(collective: str, memory: str, nprocs: int, dtype: str, op: str, nbytes: int,
+               staging: tuple[int, ...] = ()) -> str:
+    """The deterministic name of a bucket's study (what a rerun loads); a staging space's
+    choices are part of it (another set of choices is another study)."""
+    where = memory + (f"+staging{'-'.join(map(str, staging))}" if staging else "")
+    return f"lpmpi/{collective}/{where}/P{nprocs}/{dtype}/{op}/{nbytes}B"
 
 
 def sampler_seed(seed: int, name: str) -> int:
