@@ -16,6 +16,18 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _device_line(cuda: dict) -> str:
+    """One line from ``_core.cuda_info()``: transport, visible devices, staging buffers.
+
+    >>> _device_line({"built": True, "emulated": False, "devices": 2, "transport": "staged",
+    ...               "staging_buffers": 4})
+    'device memory: transport staged, 2 CUDA device(s), 4 staging buffers'
+    """
+    line = (f"device memory: transport {cuda['transport']}, {cuda['devices']} CUDA device(s), "
+            f"{cuda['staging_buffers']} staging buffers")
+    return line + ("; emulated on the host (LPMPI_EMULATE_STAGING)" if cuda.get("emulated") else "")
+
+
 def info() -> None:
     from mpi4py import MPI
 
@@ -31,6 +43,7 @@ def info() -> None:
     print(f"MPI library: {MPI.Get_library_version().splitlines()[0].strip()}")
     print(f"mpi4py {__import__('mpi4py').__version__}, processes: {comm.size}")
     print(f"CUDA support: {'yes' if _core.CUDA_BUILD else 'no (built without nvcc/CUDA headers)'}")
+    print(_device_line(_core.cuda_info()))
     for coll in ("allreduce", "reduce", "bcast"):
         print(f"{coll} algorithms: {', '.join(lpmpi.algorithms(coll))}")
     a, b, g = _core.model_get()
