@@ -318,6 +318,14 @@ class CudaMemory(HostMemory):
 MEMORY_BACKENDS: dict[str, type[HostMemory]] = {"host": HostMemory, "cuda": CudaMemory}
 
 
+def selection_memory(backend: HostMemory) -> str:
+    """The memory kind "auto" selects for on ``backend``'s buffers: the backend's own, except
+    that under ``LPMPI_EMULATE_STAGING=1`` the engine treats every buffer as device memory."""
+    if backend.name == "cuda" or lpmpi._core.cuda_info()["emulated"]:
+        return "cuda"
+    return "host"
+
+
 @dataclass
 class Buffers:
     """The buffers of one size: ``send``/``recv`` (bcast: ``send`` is the buffer, ``recv`` None).
@@ -687,11 +695,13 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
         for c in cases
     }
     calls: dict[str, Callable[[], Any]] = {}
+    memory = selection_memory(s.backend)
     for case in cases:
         row = rows[case.label]
         if case.algorithm == AUTO:
             try:
-                row.selected_algorithm, row.selected_chunk_bytes = lpmpi.select(s.collective, nbytes, comm)
+                row.selected_algorithm, row.selected_chunk_bytes = lpmpi.select(
+                    s.collective, nbytes, comm, memory=memory)
             except Exception as exc:  # noqa: BLE001 - shown in the row
                 row.selected_algorithm = f"? ({type(exc).__name__})"
         call = make_call(case, s.collective, bufs, s.op, s.root, comm)
@@ -924,24 +934,25 @@ def chunk_label(algorithm: str, chunk_bytes: int | None) -> str:
     return f"{algorithm}/" + (f"{k >> 20}M" if k >= 1 << 20 else f"{k >> 10}K" if k >= 1 << 10 else f"{k}B")
 
 
-def tuned_choice(collective: str, nbytes: int, nprocs: int) -> tuple[str, int | None] | None:
-    """The loaded tuning table's (algorithm, chunk) for this size and P, or None."""
+def tuned_choice(collective: str, nbytes: int, nprocs: int,
+                 memory: str = "host") -> tuple[str, int | None] | None:
+    """The loaded tuning table's (algorithm, chunk) for this size, P and memory kind, or None."""
     from lpmpi import tables
 
-    for table in tables.status().tables_for(nprocs):
+    for table in tables.status().tables_for(nprocs, memory):
         row = table.lookup(collective, nbytes)
         if row is not None:
             return row.algorithm, row.chunk_bytes
     return None
 
 
-def grid_cases(collective: str, nbytes: int, nprocs: int) -> list[Case]:
+def grid_cases(collective: str, nbytes: int, nprocs: int, memory: str = "host") -> list[Case]:
     """The exhaustive grid (native first), then the table's choice (``tuned``) and ``auto``."""
     from lpmpi import model
 
     grid = sorted(model.grid(collective, nbytes), key=lambda g: g[0] != NATIVE)
     cases = [Case(chunk_label(alg, chunk), alg, chunk) for alg, chunk in grid]
-    tuned = tuned_choice(collective, nbytes, nprocs)
+    tuned = tuned_choice(collective, nbytes, nprocs, memory)
     if tuned is not None:
         cases.append(Case(TUNED, *tuned))
     cases.append(Case(AUTO, AUTO))
@@ -1044,7 +1055,8 @@ def run_compare_grid(
     grows: list[GridRow] = []
     for count in counts:
         nbytes = count * s.dtype.itemsize
-        size_rows = run_size(comm, s, count, grid_cases(s.collective, nbytes, nprocs))
+        cases = grid_cases(s.collective, nbytes, nprocs, selection_memory(s.backend))
+        size_rows = run_size(comm, s, count, cases)
         rows.extend(size_rows)
         grows.append(grid_row(s.collective, nbytes, size_rows))
         out(format_grid_row(grows[-1]))
