@@ -124,26 +124,27 @@ int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out) {
     return LP_OK;
 }
 
-int lp_ctx_indices(lp_ctx_t *ctx, size_t n, int **out) {
-    if (n > ctx->nidx) {
-        int *r = realloc(ctx->idx, n * sizeof *r);
-        if (!r) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu request indices", n);
-        ctx->idx = r;
-        ctx->nidx = n;
+/* grow a cached array to at least n elements of `size` bytes (contents not kept) */
+static int grow(void **arr, size_t *cap, size_t n, size_t size, const char *what) {
+    if (n > *cap) {
+        void *r = realloc(*arr, n * size);
+        if (!r) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu %s", n, what);
+        *arr = r;
+        *cap = n;
     }
-    *out = ctx->idx;
     return LP_OK;
 }
 
+int lp_ctx_indices(lp_ctx_t *ctx, size_t n, int **out) {
+    int rc = grow((void **)&ctx->idx, &ctx->nidx, n, sizeof *ctx->idx, "request indices");
+    *out = ctx->idx;
+    return rc;
+}
+
 int lp_ctx_requests(lp_ctx_t *ctx, size_t n, MPI_Request **out) {
-    if (n > ctx->nreqs) {
-        MPI_Request *r = realloc(ctx->reqs, n * sizeof *r);
-        if (!r) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu MPI requests", n);
-        ctx->reqs = r;
-        ctx->nreqs = n;
-    }
+    int rc = grow((void **)&ctx->reqs, &ctx->nreqs, n, sizeof *ctx->reqs, "MPI requests");
     *out = ctx->reqs;
-    return LP_OK;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- registry access */
