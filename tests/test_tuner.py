@@ -138,6 +138,44 @@ def test_stale_running_trial_is_failed_and_requeued(tmp_path):
         BucketStudy.open(optuna.storages.RDBStorage(url), name, space, 3, 0, 1.5, 4, "Open MPI")
 
 
+def _row(label, us, alg=None, chunk=None, selected=None):
+    from lpmpi.bench import Row
+
+    r = Row("allreduce", label, alg or label.split("/")[0], chunk, 1024, 256, "float32", "sum", None, 2)
+    r.time_us = us
+    if selected:
+        r.selected_algorithm, r.selected_chunk_bytes = selected
+    return r
+
+
+def test_compare_grid_finalists_and_regret_from_the_confirmation():
+    """The screening pass picks the finalists (3 fastest grid rows, native, tuned, auto); the
+    regret comes from their second, independent measurement, not the screening's minimum."""
+    from lpmpi.bench import finalists, grid_row, summarize_grid
+
+    screen = [_row("native", 30.0), _row("mst", 25.0), _row("lp/4K", 10.0, "lp", 4096),
+              _row("lp/8K", 11.0, "lp", 8192), _row("lp/16K", 12.0, "lp", 16384),
+              _row("ring/8K", 13.0, "ring", 8192), _row("be", None),      # be failed: no time
+              _row("tuned", 12.5, "lp", 16384), _row("auto", 12.6, "auto", selected=("lp", 16384))]
+    assert finalists(screen, 3) == ["lp/4K", "lp/8K", "lp/16K", "native", "tuned", "auto"]
+    assert finalists(screen, 1) == ["lp/4K", "native", "tuned", "auto"]
+    # confirmation: lp/4K's screening time was a lucky draw; lp/16K is as fast as the best
+    confirm = [_row("lp/4K", 12.0, "lp", 4096), _row("lp/8K", 11.9, "lp", 8192),
+               _row("lp/16K", 11.8, "lp", 16384), _row("native", 29.0),
+               _row("tuned", 12.2, "lp", 16384), _row("auto", 12.98, "auto", selected=("lp", 16384))]
+    g = grid_row("allreduce", 1024, screen, confirm)
+    assert (g.grid_size, g.best, g.best_us, g.native_us) == (7, "lp/16K", 11.8, 29.0)
+    assert (g.screen_best, g.screen_best_us) == ("lp/4K", 10.0)
+    assert (g.tuned, g.auto) == ("lp/16K", "lp/16K")
+    assert g.regret(g.tuned_us) == pytest.approx(12.2 / 11.8 - 1)
+    assert g.regret(g.auto_us) == pytest.approx(0.1)                    # over the 5% target
+    lines, data = summarize_grid([g])
+    assert data["worst_auto_regret"]["sizes_over_target"] == [1024]
+    assert data["worst_tuned_regret"]["sizes_over_target"] == []
+    assert data["worst_auto_over_native"]["ratio"] == pytest.approx(12.98 / 29.0)
+    assert grid_row("allreduce", 1024, screen).best == "lp/4K"           # screening only
+
+
 # ----------------------------------------------------------------------------- real runs at P = 2
 
 
@@ -171,6 +209,35 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
     rc, text = tune("--collectives", "allreduce,bcast", "--sizes", "8,256K", "--storage", f"sqlite:///{db}",
                     "--out", str(out), *FAST)
     assert rc == 0 and finished(db) == before, text[-4000:]
+
+
+@pytest.mark.mpi
+def test_compare_grid_reports_the_regret_of_auto(tmp_path):
+    """A real --compare-grid at P = 2 with a table that pins the choice: the whole grid is
+    screened, the finalists confirmed, and the tuned row is the table's configuration."""
+    table, js = tmp_path / "table.json", tmp_path / "grid.json"
+    doc = {"lpmpi_table_version": 1,
+           "fingerprint": {"mpi_library": tables.library_version_line(), "nprocs": 2,
+                           "ranks_per_node": 2, "memory": "host", "cpu_model": tables.cpu_model()},
+           "tuner": {"command": "test"},
+           "collectives": {"bcast": [{"lo": 0, "hi": "inf", "algorithm": "lp", "chunk_bytes": 4096}]}}
+    table.write_text(json.dumps(doc))
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--compare-grid", "--collective",
+           "bcast", "--sizes", "8,16K", "--min-time", "0.002", "--warmup", "1", "--no-bandwidth",
+           "--json", str(js)]
+    rc, out, _ = run(cmd, child_env({"LPMPI_TUNING_FILE": str(table)}), 120)
+    assert rc == 0, out[-6000:]
+    assert "confirmation pass" in out and "worst auto regret" in out, out[-3000:]
+    data = json.loads(js.read_text())
+    rows = data["summary"]["bcast"]["rows"]
+    assert [r["nbytes"] for r in rows] == [8, 16 << 10]
+    for r in rows:
+        assert r["grid_size"] == len(model.grid("bcast", r["nbytes"]))
+        assert r["tuned"] == "lp/4K" and r["auto"] == "lp/4K", r
+        assert r["best_us"] > 0 and r["screen_best_us"] > 0 and r["tuned_us"] > 0 and r["auto_us"] > 0
+    screened = {(r["nbytes"], r["label"]) for r in data["rows"]}
+    assert len(screened) == sum(r["grid_size"] + 2 for r in rows)          # grid + tuned + auto
+    assert all(r["check"] == "ok" for r in data["rows"]), [r for r in data["rows"] if r["check"] != "ok"]
 
 
 @pytest.mark.mpi

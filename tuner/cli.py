@@ -90,7 +90,11 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
                    help="repetitions after which a trial far slower than the best is pruned")
     p.add_argument("--prune-factor", type=float, default=1.5)
     p.add_argument("--verify-rounds", type=int, default=3,
-                   help="rounds re-measuring the best two and native side by side (0: off)")
+                   help="final check: the best --verify-top configurations and native re-measured "
+                   "side by side, call by call interleaved, this many times a trial's repetitions "
+                   "each (0: off; the study's own times decide)")
+    p.add_argument("--verify-top", type=int, default=3,
+                   help="configurations of the study that go into the final check (default 3)")
     p.add_argument("--fit-model", action=argparse.BooleanOptionalAction, default=True,
                    help="fit alpha, beta, gamma first (warm start; stored in the table)")
     p.add_argument("--max-trials-this-run", type=int, help="stop after this many trials (exit 3)")
@@ -115,7 +119,7 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
     out_dir = os.path.dirname(os.path.abspath(a.out or "."))
     if not os.access(out_dir, os.W_OK):
         p.error(f"--out: cannot write into {out_dir}")
-    for name in ("trials", "min_reps", "max_trials_this_run"):
+    for name in ("trials", "min_reps", "max_trials_this_run", "verify_top"):
         if getattr(a, name) is not None and getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if a.max_reps < a.min_reps or a.warmup < 0 or a.checkpoint_reps < 0 or a.prune_factor <= 1:
@@ -124,7 +128,7 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
         p.error(f"--staging-buffers: need one or more ints in 1..64, got {a.staging_buffers}")
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
-                    a.verify_rounds, a.max_trials_this_run, a.crash_after)
+                    a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top)
 
 
 def _usable_cores() -> int:

@@ -12,7 +12,7 @@ import numpy as np
 
 from lpmpi import _core
 from lpmpi.bench import format_bytes
-from tuner.measure import Bench, Result, memory_backend, reps_for
+from tuner.measure import Bench, memory_backend, reps_for
 from tuner.report import BucketResult, Progress
 from tuner.space import NATIVE, Config, Space
 
@@ -47,6 +47,7 @@ class Settings:
     max_trials_this_run: int | None = None
     crash_after: int | None = None     # tests: kill -9 rank 0 with a trial running
     staging_choices: tuple[int, ...] = ()   # staging-buffers dimension of chunked algorithms (cuda)
+    verify_top: int = 3                # study configurations re-measured against native at the end
 
 
 class Tuner:
@@ -163,15 +164,17 @@ class Tuner:
 
     # ---- the choice
     def _choose(self, bench: Bench, study: Any, reps: int) -> tuple[Config, float, float | None]:
-        """The bucket's choice: the fastest configurations and native measured again side by side
-        (``verify_rounds`` rounds, median), so one lucky trial does not decide; near-ties (TIE) go
-        to native."""
+        """The bucket's choice: the ``verify_top`` fastest configurations of the study and native
+        measured again, side by side and call by call interleaved (``verify_rounds`` times the
+        trial's repetitions each), so neither one lucky trial nor a slow spell of the machine
+        decides; near-ties (TIE) go to native."""
         ranked = study.ranked() if study is not None else None
         ranked = self.comm.bcast(ranked, root=0)
-        candidates = list(dict.fromkeys([c for c, _ in ranked[:2]] + [Config(NATIVE)]))
+        candidates = list(dict.fromkeys([c for c, _ in ranked[:self.s.verify_top]] + [Config(NATIVE)]))
         candidates = [c for c in candidates if c.algorithm in bench_algorithms(bench)]
         if self.s.verify_rounds > 0 and (len(candidates) > 1 or not ranked):
-            times = self._verify(bench, candidates, reps)
+            medians = bench.interleaved(candidates, 1, reps * self.s.verify_rounds)
+            times = dict(zip(candidates, medians))
         else:
             times = dict(ranked)
         best = min(times, key=lambda c: times[c])
@@ -179,15 +182,6 @@ class Tuner:
         if native is not None and native <= times[best] * (1 + TIE):
             best = Config(NATIVE)
         return best, times[best], native
-
-    def _verify(self, bench: Bench, candidates: list[Config], reps: int) -> dict[Config, float]:
-        runs: dict[Config, list[float]] = {c: [] for c in candidates}
-        for r in range(self.s.verify_rounds):
-            for j in range(len(candidates)):
-                cfg = candidates[(j + r) % len(candidates)]
-                res: Result = bench.run(cfg, 1, reps)
-                runs[cfg].append(res.seconds)
-        return {c: float(np.median(v)) for c, v in runs.items()}
 
 
 def bench_algorithms(bench: Bench) -> tuple[str, ...]:

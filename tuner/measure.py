@@ -22,7 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 from lpmpi import _core
-from lpmpi.bench import Case, CudaMemory, HostMemory, make_buffers, make_call
+from lpmpi.bench import Case, CudaMemory, HostMemory, make_buffers, make_call, measure_interleaved
 from tuner.space import Config
 
 FAKE_DEVICE_ENV = "LPMPI_TUNER_FAKE_DEVICE"
@@ -189,6 +189,30 @@ class Bench:
             if gc_was_enabled:
                 gc.enable()
         return Result(self._slowest(float(np.median(times))), len(times))
+
+
+    def interleaved(self, cfgs: list[Config], warmup: int, reps: int) -> list[float]:
+        """The slowest rank's median of each of ``cfgs``, measured side by side: repetition r
+        calls every configuration once, in an order rotated by r, each call after a barrier
+        (lpmpi.bench's measure_interleaved), so a slow spell of the machine hits all of them
+        alike instead of whichever was being measured then."""
+        fns = [self._staged(cfg, self.call(cfg)) for cfg in cfgs]
+        for fn in fns:
+            for _ in range(warmup):
+                fn()
+        times = measure_interleaved(self.comm, fns, reps, self.backend.synchronize)
+        return [float(np.median(times[:, j])) for j in range(len(cfgs))]
+
+    @staticmethod
+    def _staged(cfg: Config, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """``fn`` with ``cfg``'s staging buffers set around each call (only when it has any)."""
+        if cfg.staging_buffers is None:
+            return fn
+
+        def call() -> Any:
+            with staging(cfg):
+                return fn()
+        return call
 
 
 def reps_for(estimate_s: float, min_time: float, min_reps: int, max_reps: int) -> int:
