@@ -177,11 +177,13 @@ def simulate(platform: str, args: argparse.Namespace) -> None:
                 common += ["--charge-gamma", str(args.charge_gamma)]
             if args.chunk:  # a forced chunk: rows labelled e.g. lp/128K
                 common += ["--chunk", str(args.chunk)]
+            if args.window:  # chunks in flight per direction: rows labelled e.g. lp/w1
+                common += ["--window", str(args.window)]
             for alg in lp_labels:  # one smpirun per algorithm: a timeout loses only that one
                 got, wall, cmd = smpirun(platform, P, [*common, "--algs", alg], [], args.timeout)
                 print(f"{platform} {coll} P={P} {alg}: " + ", ".join(f"{r['nbytes']}B {r['median_s'] * 1e3:.3f} ms"
                       for r in got) + f"  (wall {wall:.1f} s)", flush=True)
-                tag = f"{alg}/{args.chunk // 1024}K" if args.chunk else alg
+                tag = alg + (f"/{args.chunk // 1024}K" if args.chunk else "") + (f"/w{args.window}" if args.window else "")
                 rows += [row_out(r, platform, tag, "simulated", wall, cmd) for r in got]
             for sel in (a[5:] for a in labels if a.startswith("smpi-")):
                 got, wall, cmd = smpirun(platform, P, [*common, "--algs", "native"], [f"--cfg=smpi/{coll}:{sel}"],
@@ -282,6 +284,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=0, help="untimed calls first (default 0: simulated time is deterministic; the first call includes lpmpi's context set-up)")
     ap.add_argument("--charge-gamma", type=float, default=0.0)
     ap.add_argument("--chunk", type=int, default=0, help="force chunk_bytes (default: lpmpi's model-optimal)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="LP: chunks in flight per direction (lp_configure; default 0: the engine's, 4)")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per smpirun (default 1200)")
     args = ap.parse_args()
     if args.what == "build":
