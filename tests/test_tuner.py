@@ -76,6 +76,22 @@ def test_space_grid_budget_and_warm_start(coll, nbytes):
         assert space.config_of(space.params(cfg)) == cfg
 
 
+def test_warm_start_order_prefers_the_neighbouring_bucket():
+    """native, then the previous bucket's choice, the model's best, the previous runner-up,
+    LP with one chunk for the whole message, LP at the analytic chunk, the rest."""
+    space = Space.of("reduce", 128 << 10)
+    prev = [Config("lp", 4096), Config("mst")]
+    start = space.warm_start(2, previous=prev)
+    model_best = space.predictions(2)[0][0]
+    head = list(dict.fromkeys([Config("native"), prev[0], model_best, prev[1],
+                               Config("lp", 128 << 10), space.lp_analytic(2)]))
+    assert start[:len(head)] == head
+    assert space.whole_message() == Config("lp", 128 << 10)
+    assert Space.of("reduce", 256 << 20).whole_message() == Config("lp", 16 << 20)   # grid's cap
+    assert space.warm_start(2, previous=Config("lp", 4096))[1] == Config("lp", 4096)
+    assert space.warm_start(2)[0] == Config("native")
+
+
 def test_space_suggest_is_conditional():
     space = Space.of("allreduce", 1 << 20)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=1))

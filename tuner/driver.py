@@ -62,6 +62,7 @@ class Tuner:
         self.default_staging = int(_core.cuda_info()["staging_buffers"])
         self.storage: Any = None
         self.current: Any = None          # rank 0: the BucketStudy being tuned
+        self.last_study: Any = None       # rank 0: the BucketStudy tuned last
         if self.rank == 0:
             from tuner.studies import storage_for
 
@@ -69,17 +70,17 @@ class Tuner:
 
     def run(self) -> list[BucketResult]:
         """Every collective, every size (smallest first, so each bucket can start from the
-        previous one's choice)."""
+        previous one's choice and runner-up)."""
         results = []
         for coll in self.s.collectives:
-            previous: Config | None = None
+            previous: list[Config] = []
             for i, n in enumerate(self.s.sizes):
                 head = f"[{coll} {format_bytes(n)} {i + 1}/{len(self.s.sizes)}]"
                 r = self.bucket(coll, n, previous, head)
                 if self.rank == 0:
                     self.progress.bucket(head, r)
                 results.append(r)
-                previous = r.choice
+                previous = [r.choice] + self._runners_up(r.choice, 1)
         return results
 
     def abandon(self) -> None:
@@ -97,13 +98,20 @@ class Tuner:
         return BucketStudy.open(self.storage, name, space, budget, self.s.seed, self.s.prune_factor,
                                 startup, self.library)
 
-    def bucket(self, collective: str, nbytes: int, previous: Config | None, head: str) -> BucketResult:
+    def _runners_up(self, choice: Config, k: int) -> list[Config]:
+        """Rank 0: the ``k`` fastest configurations of the bucket just tuned, besides its choice
+        (the next bucket's warm start); empty on other ranks."""
+        if self.last_study is None:
+            return []
+        return [c for c, _ in self.last_study.ranked() if c != choice][:k]
+
+    def bucket(self, collective: str, nbytes: int, previous: list[Config], head: str) -> BucketResult:
         """Tune one bucket (collective)."""
         space = Space.of(collective, nbytes, self.s.staging_choices, self.default_staging)
         budget = max(1, min(self.s.trials or space.default_budget(), len(space.grid()) - 1))
         study, stored = None, None
         if self.rank == 0:
-            study = self.current = self._open(space, budget)
+            study = self.current = self.last_study = self._open(space, budget)
             stored = study.stored_choice() if study.done else None
         stored = self.comm.bcast(stored, root=0)
         if stored is not None:

@@ -7,7 +7,7 @@ staged pipeline (``_core.set_staging_buffers``), a categorical among ``Space.sta
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,16 +162,32 @@ class Space:
             return None
         return self.clamp(Config("lp", int(model.lp_optimal_chunk(nprocs, self.nbytes))))
 
-    def warm_start(self, nprocs: int, previous: Config | None = None) -> list[Config]:
-        """Configurations to measure first, in order: native (the baseline, always measured),
-        the model's predicted best, the previous (smaller) bucket's choice, LP at the analytic
-        chunk, then every other algorithm once at its model chunk; in a staging space, last,
-        LP at the analytic chunk with each other staging choice (the model knows no staging)."""
+    def whole_message(self, algorithm: str = "lp") -> Config | None:
+        """``algorithm`` with one chunk for the whole message (the top of the grid's chunks): the
+        unpipelined end of its range, often the fastest where a pipeline's per-chunk cost is not
+        repaid (None when the collective has no such chunked algorithm)."""
+        if not self.chunked.get(algorithm):
+            return None
+        return self.clamp(Config(algorithm, model.grid_chunks(self.nbytes)[-1]))
+
+    def warm_start(self, nprocs: int, previous: Sequence[Config] | Config | None = None) -> list[Config]:
+        """Configurations to measure first, in order: native (the baseline, always measured), the
+        previous (smaller) bucket's choice, the model's predicted best, the previous bucket's
+        runner-up, LP with one chunk for the whole message, LP at the analytic chunk, then every
+        other algorithm once at its model chunk; in a staging space, last, LP at the analytic
+        chunk with each other staging choice (the model knows no staging).
+
+        The neighbouring bucket's measured ranking comes first because it predicts this bucket
+        better than the model does: the model knows alpha, beta and gamma, not the MPI library's
+        protocol switches or the caches, which make the landscape rugged in the chunk size."""
+        if isinstance(previous, Config):
+            previous = [previous]
+        prev = [self.clamp(c) for c in (previous or ())]
         ranked = [c for c, _ in self.predictions(nprocs)]
-        order = [Config(NATIVE)] if NATIVE in self.chunked else []
-        order += ranked[:1]
         lp = self.lp_analytic(nprocs)
-        order += [self.clamp(c) for c in (previous, lp) if c is not None]
+        order = [Config(NATIVE)] if NATIVE in self.chunked else []
+        order += prev[:1] + ranked[:1] + prev[1:2]
+        order += [c for c in (self.whole_message(), lp) if c is not None]
         seen = {c.algorithm for c in order}
         order += [c for c in ranked[1:] if c.algorithm not in seen]
         if lp is not None and self.staging:
