@@ -12,7 +12,8 @@ from optuna.trial import TrialState
 from lpmpi import model, tables
 from tuner.cli import size_ladder
 from tuner.space import Config, Space
-from tuner.studies import DUPLICATE_ATTR, BucketStudy, FarFromBestPruner, study_name
+from tuner.driver import TIE, decide
+from tuner.studies import CHOICE_ATTR, DUPLICATE_ATTR, BucketStudy, FarFromBestPruner, study_name
 
 FAST = ["--min-time", "0.002", "--min-reps", "3", "--max-reps", "6", "--warmup", "1",
         "--verify-rounds", "1", "--quiet"]
@@ -35,6 +36,12 @@ def finished(db):
             out[(s.study_name, t.number)] = (t.state, tuple(sorted(t.params.items())), t.value,
                                              DUPLICATE_ATTR in t.user_attrs)
     return out
+
+
+def choices(db):
+    """{study: its stored choice record} of every study in the storage."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
+    return {s.study_name: s.user_attrs.get(CHOICE_ATTR) for s in optuna.get_all_study_summaries(storage)}
 
 
 def done(trials):
@@ -90,6 +97,13 @@ def test_warm_start_order_prefers_the_neighbouring_bucket():
     assert Space.of("reduce", 256 << 20).whole_message() == Config("lp", 16 << 20)   # grid's cap
     assert space.warm_start(2, previous=Config("lp", 4096))[1] == Config("lp", 4096)
     assert space.warm_start(2)[0] == Config("native")
+
+
+def test_decide_keeps_native_within_the_tie():
+    lp, native = Config("lp", 4096), Config("native")
+    assert decide({lp: 1.0, native: 1.0 + TIE / 2}) == (native, 1.0 + TIE / 2, 1.0 + TIE / 2)
+    assert decide({lp: 1.0, native: 1.0 + 2 * TIE}) == (lp, 1.0, 1.0 + 2 * TIE)
+    assert decide({lp: 2.0, Config("mst"): 1.0}) == (Config("mst"), 1.0, None)   # no native: fastest
 
 
 def test_space_suggest_is_conditional():
@@ -220,11 +234,19 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
     assert rc == 0, text[-4000:]
     got = [json.loads(ln.split(None, 2)[2]) for ln in text.splitlines() if ln.startswith("RESULT")]
     assert len(got) == 2 and all(g == expect for g in got), (got, expect)
-    # a rerun of the same command finds everything done: nothing measured again
+    # every size's finalists were measured at two moments (--verify-passes 2, the default), the
+    # choice is the fastest by the worse of the two, and it is what the table holds
+    stored = choices(db)
+    assert len(stored) == 4 and all(c["passes"] == 2 for c in stored.values()), stored
+    for name, c in stored.items():
+        times = {Config(*cfg): t for cfg, t in zip(c["candidates"], c["times"])}
+        assert Config("native") in times and decide(times)[0] == Config(c["algorithm"], c["chunk_bytes"])
+    # a rerun of the same command finds everything done: nothing measured again, not even the
+    # final check
     before = finished(db)
     rc, text = tune("--collectives", "allreduce,bcast", "--sizes", "8,256K", "--storage", f"sqlite:///{db}",
                     "--out", str(out), *FAST)
-    assert rc == 0 and finished(db) == before, text[-4000:]
+    assert rc == 0 and finished(db) == before and choices(db) == stored, text[-4000:]
 
 
 @pytest.mark.mpi

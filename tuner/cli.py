@@ -95,6 +95,10 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
                    "each (0: off; the study's own times decide)")
     p.add_argument("--verify-top", type=int, default=3,
                    help="configurations of the study that go into the final check (default 3)")
+    p.add_argument("--verify-passes", type=int, default=2,
+                   help="moments at which each size's finalists are measured: the first right after "
+                   "its trials, the others after every size is tuned; the choice goes by each "
+                   "finalist's worse time (default 2; 1: no final check)")
     p.add_argument("--fit-model", action=argparse.BooleanOptionalAction, default=True,
                    help="fit alpha, beta, gamma first (warm start; stored in the table)")
     p.add_argument("--max-trials-this-run", type=int, help="stop after this many trials (exit 3)")
@@ -119,7 +123,7 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
     out_dir = os.path.dirname(os.path.abspath(a.out or "."))
     if not os.access(out_dir, os.W_OK):
         p.error(f"--out: cannot write into {out_dir}")
-    for name in ("trials", "min_reps", "max_trials_this_run", "verify_top"):
+    for name in ("trials", "min_reps", "max_trials_this_run", "verify_top", "verify_passes"):
         if getattr(a, name) is not None and getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if a.max_reps < a.min_reps or a.warmup < 0 or a.checkpoint_reps < 0 or a.prune_factor <= 1:
@@ -128,7 +132,8 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
         p.error(f"--staging-buffers: need one or more ints in 1..64, got {a.staging_buffers}")
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
-                    a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top)
+                    a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top,
+                    verify_passes=a.verify_passes)
 
 
 def _usable_cores() -> int:
