@@ -20,7 +20,9 @@
  *
  * Cost with K = n/c chunks of c bytes (alpha latency, beta per byte moved, gamma per byte
  * reduced):  bcast (K + P - 2)(alpha + c beta);  reduce (K + P - 2)(alpha + c (beta + gamma));
- * allreduce (K + 2P - 3)(alpha + c (beta + gamma)).  Nearly flat in P for K >> P.
+ * allreduce (two chains of K = n/(2c) chunks; a middle rank's one port carries 2n, see
+ * src/registry.c) (K + 2P - 3) alpha + 2n (beta + gamma/2) + (2P - 3) c (2 beta + gamma).
+ * Nearly flat in P while the fill (2P - 3) c stays small against n.
  * Optimal chunk for reduce: c* = sqrt(n alpha / ((P - 2) (beta + gamma))).
  *
  * Deterministic order: chunk k's result is x_0 op (x_1 op (... op x_{P-1})) in chain order,

@@ -20,12 +20,19 @@ static double cost_bcast_lp(const lp_model_t *m, int P, double n, double c) {
 static double cost_reduce_lp(const lp_model_t *m, int P, double n, double c) {
     return (nchunks(n, c) + P - 2) * (m->alpha + fmin(c, n) * (m->beta + m->gamma));
 }
-/* allreduce: two opposite chains of n/2 bytes each, up and down overlapped.  Every link
- * direction carries one chain's partials and the other chain's finals, n bytes in all, so
- * the steady state moves a chunk per step per chain on each link: n/c chunk steps plus the
- * fill of both directions (2P - 3). */
+/* allreduce: two opposite chains of n/2 bytes each (K = n/(2c) chunks per chain), each a
+ * reduce up its chain overlapped with the broadcast of its results back down.  Single-port
+ * model (one full-duplex link per rank, as a node's NIC or a GPU's PCIe link): a middle rank
+ * sends each chain's partials one way and its results the other, 2n bytes through its one
+ * port, and reduces n; an end rank (both ranks when P = 2) sends n and reduces n/2.  So:
+ * K + 2P - 3 message latencies, the port's bytes (ports * n beta, ports * n/2 gamma), and the
+ * pipeline fill of 2P - 3 hops, each forwarding a chunk while the port also carries the other
+ * chain's (c (ports beta + gamma) per hop).  Fitted against SimGrid on a fat-tree with one
+ * chunk in flight per direction: within 7% for P = 2..256 (docs/paper.md). */
 static double cost_allreduce_lp(const lp_model_t *m, int P, double n, double c) {
-    return (nchunks(n, c) + 2 * P - 3) * (m->alpha + fmin(c, n / 2) * (m->beta + m->gamma));
+    double cc = fmin(c, n / 2), ports = P > 2 ? 2 : 1, fill = 2 * P - 3;
+    return (nchunks(n / 2, c) + fill) * m->alpha + ports * n * (m->beta + m->gamma / 2)
+           + fill * cc * (ports * m->beta + m->gamma);
 }
 /* mst: log P rounds of the whole message */
 static double cost_bcast_mst(const lp_model_t *m, int P, double n, double c) {

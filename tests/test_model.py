@@ -23,11 +23,12 @@ def known_model():
 
 # (collective, algorithm, P, n, chunk) -> seconds, written out by hand from registry.c
 HAND = {
-    # lp: (K + P - 2) steps of one chunk; allreduce: two chains of n/2 share every link
-    # direction, so n/c chunk steps plus the fill of both directions, (K + 2P - 3)
+    # lp: (K + P - 2) steps of one chunk; allreduce: two chains of K = n/(2c) chunks, a middle
+    # rank's one port carries 2n (n at P = 2) and reduces n (n/2), plus 2P - 3 hops of fill
     ("bcast", "lp", 4, N, C): (16 + 2) * (A + C * B),
     ("reduce", "lp", 4, N, C): (16 + 2) * (A + C * (B + G)),
-    ("allreduce", "lp", 4, N, C): (16 + 5) * (A + C * (B + G)),
+    ("allreduce", "lp", 4, N, C): (8 + 5) * A + 2 * N * (B + G / 2) + 5 * C * (2 * B + G),
+    ("allreduce", "lp", 2, N, C): (8 + 1) * A + N * (B + G / 2) + 1 * C * (B + G),
     ("bcast", "lp", 4, 1000, C): (1 + 2) * (A + 1000 * B),              # chunk > message
     # mst: ceil(log2 P) rounds of the whole message
     ("bcast", "mst", 4, N, None): 2 * (A + N * B),
