@@ -21,7 +21,7 @@
  * Cost with K = n/c chunks of c bytes (alpha latency, beta per byte moved, gamma per byte
  * reduced):  bcast (K + P - 2)(alpha + c beta);  reduce (K + P - 2)(alpha + c (beta + gamma));
  * allreduce (two chains of K = n/(2c) chunks; a middle rank's one port carries 2n, see
- * src/registry.c) (K + 2P - 3) alpha + 2n (beta + gamma/2) + (2P - 3) c (2 beta + gamma).
+ * src/registry.c) (K + 2P - 3) alpha + 2n (beta + gamma/2) + (2P - 3) c (beta + gamma).
  * Nearly flat in P while the fill (2P - 3) c stays small against n.
  * Optimal chunk for reduce: c* = sqrt(n alpha / ((P - 2) (beta + gamma))).
  *

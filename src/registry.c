@@ -26,13 +26,13 @@ static double cost_reduce_lp(const lp_model_t *m, int P, double n, double c) {
  * sends each chain's partials one way and its results the other, 2n bytes through its one
  * port, and reduces n; an end rank (both ranks when P = 2) sends n and reduces n/2.  So:
  * K + 2P - 3 message latencies, the port's bytes (ports * n beta, ports * n/2 gamma), and the
- * pipeline fill of 2P - 3 hops, each forwarding a chunk while the port also carries the other
- * chain's (c (ports beta + gamma) per hop).  Fitted against SimGrid on a fat-tree with one
- * chunk in flight per direction: within 7% for P = 2..256 (docs/paper.md). */
+ * pipeline fill, 2P - 3 hops of one chunk (c (beta + gamma) each).  Against SimGrid on the
+ * fat-tree with one chunk in flight per direction (docs/paper.md): within 5% for P = 2..256,
+ * 10% pessimistic at P = 1024. */
 static double cost_allreduce_lp(const lp_model_t *m, int P, double n, double c) {
     double cc = fmin(c, n / 2), ports = P > 2 ? 2 : 1, fill = 2 * P - 3;
     return (nchunks(n / 2, c) + fill) * m->alpha + ports * n * (m->beta + m->gamma / 2)
-           + fill * cc * (ports * m->beta + m->gamma);
+           + fill * cc * (m->beta + m->gamma);
 }
 /* mst: log P rounds of the whole message */
 static double cost_bcast_mst(const lp_model_t *m, int P, double n, double c) {

@@ -27,7 +27,7 @@ HAND = {
     # rank's one port carries 2n (n at P = 2) and reduces n (n/2), plus 2P - 3 hops of fill
     ("bcast", "lp", 4, N, C): (16 + 2) * (A + C * B),
     ("reduce", "lp", 4, N, C): (16 + 2) * (A + C * (B + G)),
-    ("allreduce", "lp", 4, N, C): (8 + 5) * A + 2 * N * (B + G / 2) + 5 * C * (2 * B + G),
+    ("allreduce", "lp", 4, N, C): (8 + 5) * A + 2 * N * (B + G / 2) + 5 * C * (B + G),
     ("allreduce", "lp", 2, N, C): (8 + 1) * A + N * (B + G / 2) + 1 * C * (B + G),
     ("bcast", "lp", 4, 1000, C): (1 + 2) * (A + 1000 * B),              # chunk > message
     # mst: ceil(log2 P) rounds of the whole message
