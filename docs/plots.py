@@ -43,8 +43,13 @@ def _load(path: Path):
 
 
 def _style(label: str) -> dict:
+    """An algorithm's colour and marker; variants (a forced chunk "lp/64K", a window "lp/32K/w1")
+    dashed, one chunk in flight dash-dotted, hollow markers."""
     color, marker = STYLE.get(label.split("/")[0], ("tab:cyan", "*"))
-    return {"color": color, "marker": marker, "linestyle": "--" if "/" in label else "-"}
+    if "/" not in label:
+        return {"color": color, "marker": marker, "linestyle": "-"}
+    return {"color": color, "marker": marker, "linestyle": "-." if "/w" in label else "--",
+            "markerfacecolor": "none"}
 
 
 def _save(fig, name: str) -> None:
