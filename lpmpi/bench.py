@@ -1066,6 +1066,14 @@ def summarize_grid(grows: Sequence[GridRow]) -> tuple[list[str], dict[str, Any]]
         worst, at = max(vs_native)
         data["worst_auto_over_native"] = {"ratio": worst, "nbytes": at}
         lines.append(f"worst auto/native time ratio: {worst:.3f} at {format_bytes(at)}")
+    # tuned and auto run the same configuration wherever auto follows the table: how far apart
+    # their two times are is the noise of this very measurement, the yardstick for the regrets
+    twins = sorted(abs(g.auto_us - g.tuned_us) / min(g.auto_us, g.tuned_us) for g in grows
+                   if g.auto == g.tuned and g.auto_us and g.tuned_us)
+    if twins:
+        data["noise"] = {"median": twins[len(twins) // 2], "max": twins[-1], "sizes": len(twins)}
+        lines.append(f"noise: tuned and auto (the same configuration) differ by {_pct(twins[len(twins) // 2])[1:]} "
+                     f"(median), {_pct(twins[-1])[1:]} (max) over {len(twins)} sizes")
     return lines, data
 
 

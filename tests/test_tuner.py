@@ -203,6 +203,9 @@ def test_compare_grid_finalists_and_regret_from_the_confirmation():
     assert data["worst_auto_regret"]["sizes_over_target"] == [1024]
     assert data["worst_tuned_regret"]["sizes_over_target"] == []
     assert data["worst_auto_over_native"]["ratio"] == pytest.approx(12.98 / 29.0)
+    assert data["noise"] == {"median": pytest.approx(12.98 / 12.2 - 1), "max": pytest.approx(12.98 / 12.2 - 1),
+                             "sizes": 1}                               # tuned vs auto, same config
+    assert any(line.startswith("noise: tuned and auto") for line in lines)
     assert grid_row("allreduce", 1024, screen).best == "lp/4K"           # screening only
 
 
