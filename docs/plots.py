@@ -177,7 +177,7 @@ def sgd_loss() -> None:
 
 
 def sgd_split() -> None:
-    recs = _load(RES / "sgd_split_p4.json")
+    recs = _load(RES / "sgd_split_p2.json")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     if recs:
         algs = [r["algorithm"] for r in recs]
