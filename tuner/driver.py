@@ -82,7 +82,7 @@ class Tuner:
                     self.progress.bucket(head, r)
                 results.append(r)
                 previous = [r.choice] + self._runners_up(r.choice, 1)
-        if self.s.verify_passes > 1:
+        for _ in range(self.s.verify_passes - 1):
             results = self.final_check(results)
         return results
 
@@ -187,18 +187,19 @@ class Tuner:
         return dict(ranked)
 
     def final_check(self, results: list[BucketResult]) -> list[BucketResult]:
-        """After every bucket is tuned: measure each bucket's finalists once more, at this other
-        moment (the machine in another state: after the large sizes, minutes later), and choose
-        by each finalist's worse time of the passes.  On this kind of machine a configuration can
+        """After every bucket is tuned (once per pass beyond the first): measure each bucket's
+        finalists once more, at this other moment (the machine in another state: after the large
+        sizes, minutes later), and choose by each finalist's worse time of the passes.  On this kind of machine a configuration can
         flip between two speeds from one minute to the next (LP with 4 KiB chunks, see
         docs/tuning.md); the worse-of-passes rule keeps the one that is fast in both.  Buckets
         already checked (a resumed run) are not measured again; collective."""
         out, changed, checked = [], 0, 0
         for r in results:
-            stored = None
+            stored = study = None
             if self.rank == 0:
                 space = Space.of(r.collective, r.nbytes, self.s.staging_choices, self.default_staging)
-                stored = self._open(space, r.budget).stored_choice()
+                study = self._open(space, r.budget)
+                stored = study.stored_choice()
             stored = self.comm.bcast(stored, root=0)
             if not stored or stored.get("passes", 1) >= self.s.verify_passes or not stored.get("candidates"):
                 out.append(r)
@@ -209,8 +210,7 @@ class Tuner:
             again = bench.interleaved(cands, 1, int(stored["reps"]) * max(1, self.s.verify_rounds))
             times = {c: max(t, float(t0)) for c, t, t0 in zip(cands, again, stored["times"])}
             choice, seconds, native_s = decide(times)
-            if self.rank == 0:
-                study = self._open(space, r.budget)
+            if study is not None:
                 study.store_choice(choice_record(choice, seconds, native_s, times, int(stored["reps"]),
                                                  passes=int(stored.get("passes", 1)) + 1))
                 if choice != r.choice:
