@@ -168,7 +168,7 @@ class Space:
         repaid (None when the collective has no such chunked algorithm)."""
         if not self.chunked.get(algorithm):
             return None
-        return self.clamp(Config(algorithm, model.grid_chunks(self.nbytes)[-1]))
+        return self.clamp(Config(algorithm))   # clamp's default chunk: the grid's top
 
     def warm_start(self, nprocs: int, previous: Sequence[Config] | Config | None = None) -> list[Config]:
         """Configurations to measure first, in order: native (the baseline, always measured), the
