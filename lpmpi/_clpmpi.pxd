@@ -17,6 +17,12 @@ cdef extern from "lpmpi.h" nogil:
         LP_SRC_OVERRIDE
         LP_SRC_TABLE
         LP_SRC_MODEL
+        LP_CHUNK_MIN
+        LP_CHUNK_MAX
+        LP_WINDOW_DEFAULT
+        LP_WINDOW_MAX
+        LP_STAGING_DEFAULT
+        LP_STAGING_MAX
 
     ctypedef int lp_dtype_t
     ctypedef int lp_op_t

@@ -38,6 +38,9 @@ OP_NAMES = ("sum", "prod", "max", "min", "avg", "land", "lor", "lxor", "band", "
 COLLECTIVES = ("allreduce", "reduce", "bcast")
 CUDA_BUILD = bool(lp_cuda_built())  # compiled with nvcc: device kernels and the CUDA transports
 MEMORY_KINDS = ("host", "cuda")
+CHUNK_MIN, CHUNK_MAX = LP_CHUNK_MIN, LP_CHUNK_MAX
+WINDOW_MAX, STAGING_MAX = LP_WINDOW_MAX, LP_STAGING_MAX
+DEFAULT_STAGING = LP_STAGING_DEFAULT
 cdef enum:
     C_ALLREDUCE = 0
     C_REDUCE = 1

@@ -54,6 +54,19 @@ typedef enum { LP_MEM_HOST = 0, LP_MEM_CUDA = 1, LP_NMEMS } lp_mem_t;
 
 #define LP_ALG_AUTO (-1)
 
+/* ---- limits (Python reads them from here: lpmpi.engine) ----
+ * LP_CHUNK_MIN .. LP_CHUNK_MAX: the chunk sizes the model and the tuner consider (powers of two);
+ * LP_WINDOW_MAX: chunks in flight per direction (LPMPI_WINDOW);
+ * LP_STAGING_MAX: staging buffers of the staged device pipeline (LPMPI_STAGING_BUFFERS). */
+enum {
+    LP_CHUNK_MIN = 1 << 10,
+    LP_CHUNK_MAX = 1 << 24,
+    LP_WINDOW_DEFAULT = 4,
+    LP_WINDOW_MAX = 64,
+    LP_STAGING_DEFAULT = 4,
+    LP_STAGING_MAX = 64
+};
+
 /* ---- element types and reduction kernels (reduce.c) ---- */
 
 /* out[i] = a[i] op b[i] for i < n.  out may be the same pointer as a or b (never a partial

@@ -1,0 +1,89 @@
+"""Facts and knobs of lpmpi's C engine, for the tools built on lpmpi (the benchmark harness
+``lpmpi.bench``, the tuner, the figures of docs/): the names the engine knows, its limits, its
+algorithm registry and its device-memory settings.  Everything here comes from the engine
+itself, at import, so that no other module restates it.
+
+>>> import lpmpi.engine as engine
+>>> "allreduce" in engine.COLLECTIVES and "sum" in engine.OPS
+True
+>>> [a.name for a in engine.algorithm_info("bcast")][:1]
+['lp']
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from lpmpi import _core
+
+#: the collectives, in the engine's order
+COLLECTIVES: tuple[str, ...] = tuple(_core.COLLECTIVES)
+#: reduction op names, in the engine's order (the values of :class:`lpmpi.Op`)
+OPS: tuple[str, ...] = tuple(_core.OP_NAMES)
+#: element type names, in the engine's order
+DTYPES: tuple[str, ...] = tuple(_core.DTYPE_NAMES)
+#: where buffers live: "host" or "cuda"
+MEMORY_KINDS: tuple[str, ...] = tuple(_core.MEMORY_KINDS)
+#: the chunk sizes the model and the tuner consider: powers of two in [CHUNK_MIN, CHUNK_MAX]
+CHUNK_MIN: int = int(_core.CHUNK_MIN)
+CHUNK_MAX: int = int(_core.CHUNK_MAX)
+#: LPMPI_WINDOW: chunks in flight per direction, 1..WINDOW_MAX
+WINDOW_MAX: int = int(_core.WINDOW_MAX)
+#: LPMPI_STAGING_BUFFERS / staging buffers of a table row: 1..STAGING_MAX
+STAGING_MAX: int = int(_core.STAGING_MAX)
+#: the engine's default staging buffers (chunks in flight per direction of the staged pipeline)
+DEFAULT_STAGING: int = int(_core.DEFAULT_STAGING)
+#: True when this build has the CUDA kernels and transports (nvcc was found at build time)
+CUDA_BUILD: bool = bool(_core.CUDA_BUILD)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One entry of the engine's algorithm registry."""
+
+    name: str
+    collective: str
+    chunked: bool   # honours chunk_bytes
+
+
+def algorithm_info(collective: str) -> tuple[Algorithm, ...]:
+    """The registry's algorithms of ``collective``, in registry order ("auto" excluded)."""
+    return tuple(Algorithm(name, collective, chunked) for name, _, chunked in _core._algorithm_info(collective))
+
+
+def chunked(collective: str) -> dict[str, bool]:
+    """``{algorithm: chunked}`` for ``collective``, in registry order."""
+    return {a.name: a.chunked for a in algorithm_info(collective)}
+
+
+def device_info() -> dict[str, Any]:
+    """What this build and process do with device memory: ``built`` (CUDA kernels compiled in),
+    ``emulated`` (LPMPI_EMULATE_STAGING), ``devices`` (visible CUDA devices), ``transport``
+    ("cuda-aware" or "staged") and ``staging_buffers``."""
+    return dict(_core.cuda_info())
+
+
+def staging_buffers() -> int:
+    """Staging buffers of the staged device pipeline now (LPMPI_STAGING_BUFFERS at import)."""
+    return int(_core.cuda_info()["staging_buffers"])
+
+
+def set_staging_buffers(n: int) -> None:
+    """Set the staging buffers of the staged device pipeline (1..STAGING_MAX); ValueError else."""
+    _core.set_staging_buffers(n)
+
+
+@contextlib.contextmanager
+def staging(n: int | None) -> Iterator[None]:
+    """``n`` staging buffers in force for the duration (None: leave the setting alone)."""
+    if n is None:
+        yield
+        return
+    old = staging_buffers()
+    set_staging_buffers(n)
+    try:
+        yield
+    finally:
+        set_staging_buffers(old)
