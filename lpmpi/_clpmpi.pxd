@@ -11,12 +11,14 @@ cdef extern from "lpmpi.h" nogil:
         LP_ERR_MISMATCH
         LP_ERR_CUDA
         LP_ERR_UNSUPPORTED
+        LP_ERR_INTERNAL
         LP_NDTYPES
         LP_NOPS
         LP_ALG_AUTO
         LP_SRC_OVERRIDE
         LP_SRC_TABLE
         LP_SRC_MODEL
+        LP_SRC_REQUESTED
         LP_CHUNK_MIN
         LP_CHUNK_MAX
         LP_WINDOW_DEFAULT
@@ -41,8 +43,15 @@ cdef extern from "lpmpi.h" nogil:
     int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, int alg,
                  size_t chunk_bytes, lp_mem_t mem)
     const char *lp_errmsg()
+    const char *lp_errwhere()
+    const char *lp_coll_name(lp_coll_t coll)
+    const char *lp_mem_name(lp_mem_t mem)
+
+    int lp_comm_prepare(MPI_Comm comm, int *first_mismatch)
+    long lp_comm_contexts()
 
     void lp_configure(size_t max_msg_bytes, int window, int check)
+    int lp_window_get()
     int lp_algo_count()
     const char *lp_algo_name(int alg)
     int lp_algo_coll(int alg)
@@ -52,14 +61,21 @@ cdef extern from "lpmpi.h" nogil:
     void lp_model_get(double *alpha, double *beta, double *gamma)
     double lp_algo_predict(int alg, int P, double nbytes, double chunk_bytes)
     size_t lp_best_chunk(int alg, int P, size_t nbytes)
+    double lp_optimal_chunk(int alg, int P, double nbytes)
     void lp_table_clear()
     void lp_table_set_hash(uint64_t hash)
     long lp_table_mismatches()
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
                      int staging)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
-    void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg,
-                   size_t *chunk, int *staging, int *source)
+    ctypedef struct lp_choice_t:
+        int alg
+        size_t chunk
+        int staging
+        int source
+        int tables
+    int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int alg,
+                  size_t chunk_bytes, lp_choice_t *out)
     int lp_check_local_error(MPI_Comm comm)
 
     int lp_cuda_built()

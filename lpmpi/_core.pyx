@@ -142,6 +142,7 @@ cdef void _debug_log(int coll, size_t nbytes, MPI_Comm h, int alg, size_t chunk,
     """LPMPI_DEBUG=1: on rank 0, the choice once per collective, size bucket and size."""
     cdef int rank = 0, size = 0, a = alg, src = -1, w = 0
     cdef size_t c = chunk
+    cdef lp_choice_t ch
     MPI_Comm_rank(h, &rank)
     MPI_Comm_size(h, &size)
     bucket = nbytes.bit_length()
@@ -149,15 +150,14 @@ cdef void _debug_log(int coll, size_t nbytes, MPI_Comm h, int alg, size_t chunk,
         return
     _debug_seen.add((coll, bucket, size, mem))
     if alg == LP_ALG_AUTO:
-        lp_select(coll, size, nbytes, mem, 1, &a, &c, &w, &src)
-        if chunk:
-            c = chunk
+        lp_choose(h, coll, nbytes, mem, alg, chunk, &ch)
+        a, c, src = ch.alg, ch.chunk, ch.source
     why = ("override", "table", "model")[src] if src >= 0 else "requested"
-    ch = f" chunk {c}" if lp_algo_chunked(a) else ""
+    chs = f" chunk {c}" if lp_algo_chunked(a) else ""
     import sys
     where = " (device memory)" if mem else ""
     print(f"lpmpi: {COLLECTIVES[coll]} {nbytes} B{where} (bucket < 2^{bucket}) P={size}: "
-          f"{lp_algo_name(a).decode()}{ch} [{why}]", file=sys.stderr, flush=True)
+          f"{lp_algo_name(a).decode()}{chs} [{why}]", file=sys.stderr, flush=True)
 
 cdef inline int _after_call(int rc) except -1:
     """Turn a failed status into an exception; warn once when ranks held different tables."""
@@ -740,6 +740,7 @@ def explain_choice(collective, nbytes, comm=None, memory="host"):
     """``(algorithm, chunk_bytes or None, source)`` with source 'override', 'table' or 'model'."""
     cdef int size = 0, alg = 0, src = 0, w = 0
     cdef size_t chunk = 0
+    cdef lp_choice_t ch
     cdef int c = _coll_index(collective)
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
         raise ValueError(f"nbytes must be a non-negative int, got {nbytes!r}")
@@ -747,7 +748,8 @@ def explain_choice(collective, nbytes, comm=None, memory="host"):
         raise ValueError(f"memory must be one of {MEMORY_KINDS}, got {memory!r}")
     cdef MPI_Comm h
     _comm(comm, &h, &size)
-    lp_select(c, size, nbytes, MEMORY_KINDS.index(memory), 1, &alg, &chunk, &w, &src)
+    lp_choose(h, c, nbytes, MEMORY_KINDS.index(memory), LP_ALG_AUTO, 0, &ch)
+    alg, chunk, src = ch.alg, ch.chunk, ch.source
     name = lp_algo_name(alg).decode()
     return name, (chunk if lp_algo_chunked(alg) else None), ("override", "table", "model")[src]
 

@@ -25,17 +25,14 @@
  *   --verify                        private buffers with known data; check every result exactly
  *                                   (small integers in float32: every order of sums is exact)
  *   --window W                      chunks in flight per direction (lp_configure)
- *   --test-hook 0|1                 SMPI only: see lpsim_MPI_Test below (default 0)
  *
  * SMPI specifics, all outside src/ (whose files are compiled unchanged):
  *   - big buffers come from SMPI_SHARED_MALLOC, so P = 1024 ranks of 64 MiB fit in memory;
- *   - engine.c is compiled with -Dposix_memalign=lpsim_posix_memalign and
- *     -Dlp_reduce_kernel=lpsim_reduce_kernel (sim/Makefile): its scratch arena comes from
- *     shared memory above 1 MiB, and the kernel it picks is wrapped so that a reduction costs
- *     --charge-gamma seconds per byte of simulated time, and runs for real only with
- *     --real-reduce 1 or --verify.  reduce.c itself keeps the real lp_reduce_kernel.
- *   - alg_lp.c is compiled with -DMPI_Test=lpsim_MPI_Test (see there: works around a cost of
- *     SMPI 3.32 that is quadratic in the number of messages).
+ *   - context.c is compiled with -Dposix_memalign=lpsim_posix_memalign and collectives.c
+ *     with -Dlp_reduce_kernel=lpsim_reduce_kernel (sim/Makefile): the contexts' scratch arena
+ *     comes from shared memory above 1 MiB, and the kernel a call picks is wrapped so that a
+ *     reduction costs --charge-gamma seconds per byte of simulated time, and runs for real
+ *     only with --real-reduce 1 or --verify.  reduce.c itself keeps the real lp_reduce_kernel.
  */
 #include <math.h>
 #include <stdint.h>
@@ -71,7 +68,7 @@ int lpsim_posix_memalign(void **p, size_t align, size_t size) {
     return posix_memalign(p, align, size);
 }
 
-/* the kernel engine.c asked for, and its element size (one collective at a time per rank;
+/* the kernel collectives.c asked for, and its element size (one collective at a time per rank;
  * globals are private to each simulated rank under SMPI's privatization) */
 static lp_reduce_fn real_fn;
 static size_t real_esize;
@@ -90,22 +87,6 @@ lp_reduce_fn lpsim_reduce_kernel(lp_dtype_t dt, lp_op_t op) {
     return wrapped_kernel;
 }
 
-/* SMPI 3.32 keeps every request completed by MPI_Test in its actor's activity list (only a
- * wait removes it), and each later wait scans that list: a simulation of the LP pipeline, which
- * completes most requests by MPI_Test, then costs time quadratic in its message count (P = 128,
- * 64 MiB: 99 s, 85% of it in that scan).  alg_lp.c is compiled with -DMPI_Test=lpsim_MPI_Test:
- * a pending request answers "not yet", so the engine goes to its own fallback, MPI_Waitany on
- * the oldest request of each stream, which completes them in the same order at the same
- * simulated time (computation is not simulated, so no time passes between the two).
- * It is OFF by default and in every run of sim/run.py: simulated times differed with it on (a
- * P = 8 allreduce: 16.6 ms against 13.4 ms), so it is kept only for experiments (--test-hook 1). */
-static int test_hook = 0;
-int lpsim_MPI_Test(MPI_Request *req, int *flag, MPI_Status *st);
-int lpsim_MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
-    if (!test_hook || *req == MPI_REQUEST_NULL) return MPI_Test(req, flag, st);
-    *flag = 0;
-    return MPI_SUCCESS;
-}
 #endif
 
 static void *big_alloc(size_t bytes, int shared) {
@@ -197,7 +178,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--window")) window = atoi(v);
         else if (!strcmp(k, "--root")) root = atoi(v);
 #if LPSIM_SMPI
-        else if (!strcmp(k, "--test-hook")) test_hook = atoi(v);
 #endif
         else { if (!rank) fprintf(stderr, "lpsim: unknown option %s\n", k); MPI_Abort(MPI_COMM_WORLD, 2); }
     }

@@ -177,8 +177,7 @@ def simulate(platform: str, args: argparse.Namespace) -> None:
             lp_labels = [a for a in labels if not a.startswith("smpi-")]
             rows = []
             common = ["--coll", coll, "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps),
-                      "--warmup", str(args.warmup), "--alpha", str(p["alpha"]), "--beta", str(p["beta"]),
-                      "--test-hook", "0"]
+                      "--warmup", str(args.warmup), "--alpha", str(p["alpha"]), "--beta", str(p["beta"])]
             if args.charge_gamma:
                 common += ["--charge-gamma", str(args.charge_gamma)]
             if args.chunk:  # a forced chunk: rows labelled e.g. lp/128K
@@ -209,7 +208,7 @@ def verify(args: argparse.Namespace) -> None:
             got, wall, cmd = smpirun("fattree", P, ["--coll", coll, "--verify", "--root", str(P - 1),
                                                     "--sizes", "4,1000,100004", "--chunk", "4096",
                                                     "--algs", ",".join(LPMPI_ALGS[coll] + ["native"]),
-                                                    "--reps", "1", "--test-hook", "0"], [], 300)
+                                                    "--reps", "1"], [], 300)
             bad = [r for r in got if r["verified"] is not True]
             ok = ok and not bad and len(got) == 3 * (len(LPMPI_ALGS[coll]) + 1)
             print(f"verify {coll} P={P}: {len(got)} checked, {len(bad)} wrong ({wall:.1f} s)")
@@ -286,7 +285,7 @@ def here(args: argparse.Namespace) -> None:
         cargs = [*base, "--algs", "lp,mst,be,ring,native", "--reps", "9", "--warmup", "2"]
         for r in measured(P, cargs):
             rows.append(row_out(r, "here", r["alg"], "measured", 0.0, r.pop("_cmd")))
-        sim_args = [*base, "--reps", "1", "--warmup", "1", "--test-hook", "0"]
+        sim_args = [*base, "--reps", "1", "--warmup", "1"]
         got, wall, cmd = smpirun("here", P, [*sim_args, "--algs", "lp,mst,be,ring", "--gamma", str(gamma),
                                              "--charge-gamma", str(gamma)], [], args.timeout)
         rows += [row_out(r, "here", r["alg"], "simulated", wall, cmd) for r in got]

@@ -18,12 +18,13 @@
  *             P-1..0), each carrying half of the message: the chain's two ends then share
  *             the reduction work (at P = 2 each rank reduces half instead of one rank all).
  *
- * Cost with K = n/c chunks of c bytes (alpha latency, beta per byte moved, gamma per byte
- * reduced):  bcast (K + P - 2)(alpha + c beta);  reduce (K + P - 2)(alpha + c (beta + gamma));
- * allreduce (two chains of K = n/(2c) chunks; a middle rank's one port carries 2n, see
- * src/registry.c) (K + 2P - 3) alpha + 2n (beta + gamma/2) + (2P - 3) c (beta + gamma).
- * Nearly flat in P while the fill (2P - 3) c stays small against n.
- * Optimal chunk for reduce: c* = sqrt(n alpha / ((P - 2) (beta + gamma))).
+ * Cost (alpha latency, beta per byte moved, gamma per byte reduced; K = n/c chunks of c
+ * bytes): bcast and reduce take K + P - 2 steps of one chunk; allreduce (two chains of
+ * n/(2c) chunks) K + 2P - 3 latencies plus a middle rank's port carrying 2n.  The formulas
+ * are written once, in src/registry.c (cost_*_lp); nearly flat in P while the pipeline fill
+ * stays small against n.  The optimal chunk is the registry cost's minimum
+ * (lp_optimal_chunk, src/model.c; lpmpi.model.optimal_chunk); "auto" takes the best power
+ * of two (lp_best_chunk).
  *
  * Deterministic order: chunk k's result is x_0 op (x_1 op (... op x_{P-1})) in chain order,
  * computed once at the head and copied everywhere else, so allreduce results are
@@ -41,7 +42,6 @@
 typedef struct {
     const lp_args_t *a;
     int up, down;           /* directions in use */
-    int v, P;               /* chain position, chain length */
     int left, right;        /* real ranks of v-1 and v+1, or -1 */
     int tag_up, tag_down;
     size_t base, bytes;     /* the part of the message this chain carries */
@@ -170,7 +170,7 @@ static int chains_run(chain_t *cs, int n) {
         if (moved) continue;
         LP_MPI(MPI_Waitsome((int)total, rq, &outcount, idx, MPI_STATUSES_IGNORE));
         if (outcount == MPI_UNDEFINED) {
-            rc = LP_FAIL(LP_ERR_ARG, "lp pipeline stalled (internal error)");
+            rc = LP_FAIL(LP_ERR_INTERNAL, "lp pipeline stalled (a bug of lpmpi: please report it)");
             goto cleanup;
         }
     }
@@ -183,12 +183,11 @@ cleanup:
 static size_t chain_setup(const lp_args_t *a, chain_t *c, int up, int down, int head, int dir,
                           size_t base, size_t bytes) {
     memset(c, 0, sizeof *c);
-    int P = a->size;
+    int v;
     c->a = a;
     c->up = up;
     c->down = down;
-    c->P = P;
-    lp_chain_pos(a->rank, head, dir, P, &c->v, &c->left, &c->right);
+    lp_chain_pos(a->rank, head, dir, a->size, &v, &c->left, &c->right);
     c->base = base;
     c->bytes = bytes;
     c->cb = a->chunk_elems * a->esize;

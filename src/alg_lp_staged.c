@@ -44,7 +44,7 @@ typedef struct {
     const lp_args_t *a;
     const lp_devops_t *d;
     int up, down;             /* directions in use */
-    int v, P, left, right;    /* chain position, length, neighbours (real ranks or -1) */
+    int left, right;          /* neighbours in the chain (real ranks or -1) */
     int tag_up, tag_down;
     int s_up, s_dn;           /* streams */
     int e_up, e_dn;           /* first event of each W-array */
@@ -233,7 +233,7 @@ static int schains_run(schain_t *cs, int n) {
         MPI_Request w[8], *src[8];
         int m = 0, idx;
         for (int i = 0; i < n; i++) m = schain_waiting(&cs[i], src, m);
-        if (m == 0) { rc = LP_FAIL(LP_ERR_ARG, "staged lp pipeline stalled (internal error)"); goto cleanup; }
+        if (m == 0) { rc = LP_FAIL(LP_ERR_INTERNAL, "staged lp pipeline stalled (a bug of lpmpi: please report it)"); goto cleanup; }
         for (int i = 0; i < m; i++) w[i] = *src[i];
         LP_MPI(MPI_Waitany(m, w, &idx, MPI_STATUS_IGNORE));
         if (idx != MPI_UNDEFINED) *src[idx] = w[idx];
@@ -247,13 +247,12 @@ cleanup:
 static void schain_setup(const lp_args_t *a, schain_t *c, int i, int up, int down, int head, int dir,
                          size_t base, size_t bytes) {
     memset(c, 0, sizeof *c);
-    int P = a->size;
+    int v;
     c->a = a;
     c->d = a->dev;
     c->up = up;
     c->down = down;
-    c->P = P;
-    lp_chain_pos(a->rank, head, dir, P, &c->v, &c->left, &c->right);
+    lp_chain_pos(a->rank, head, dir, a->size, &v, &c->left, &c->right);
     c->base = base;
     c->bytes = bytes;
     c->cb = a->chunk_elems * a->esize;
@@ -263,8 +262,8 @@ static void schain_setup(const lp_args_t *a, schain_t *c, int i, int up, int dow
     if (c->W == 0) c->W = 1;
     c->s_up = 1 + 2 * i;
     c->s_dn = 2 + 2 * i;
-    c->e_up = (int)(2 * (size_t)i * (size_t)(LP_MAX_EVENTS / 4));
-    c->e_dn = c->e_up + LP_MAX_EVENTS / 4;
+    c->e_up = (int)(2 * (size_t)i * (size_t)LP_STAGING_MAX);
+    c->e_dn = c->e_up + LP_STAGING_MAX;
     if (!up) c->up_done = c->up_launch = c->ps_done = c->ps_post = c->K;   /* nothing goes up */
 }
 

@@ -12,12 +12,12 @@
  * Emulation (LPMPI_EMULATE_STAGING=1): every buffer, host arrays included, is "device" memory
  * handled by lp_devops_emul, so the staged transport (or, with LPMPI_CUDA_AWARE=1, the AWARE
  * routing) runs on machines without a GPU. */
-#include "internal.h"
+#include "engine.h"
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
 #endif
 
-int lp_staging = 4;
+int lp_staging = LP_STAGING_DEFAULT;
 static int emulate;
 static int aware_cfg = -1;        /* -1: ask the MPI library */
 static int aware_detected = -1;
@@ -28,7 +28,7 @@ static int cuda_used;
 void lp_configure_device(int emu, int aware, int staging) {
     emulate = emu;
     aware_cfg = aware < 0 ? -1 : aware != 0;
-    if (staging > 0) lp_staging = staging > LP_MAX_EVENTS / 4 ? LP_MAX_EVENTS / 4 : staging;
+    if (staging > 0) lp_staging = staging > LP_STAGING_MAX ? LP_STAGING_MAX : staging;
 }
 
 int lp_staging_buffers(void) { return lp_staging; }

@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "lpmpi.h"
+#include "lp_status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +32,7 @@ extern "C" {
 enum { LP_ARENA_PINNED = 0, LP_ARENA_DEVICE = 1 };
 #define LP_NARENAS 4            /* arenas of each kind (slot 0 .. 3) */
 #define LP_MAX_STREAMS 8
-#define LP_MAX_EVENTS 256
+#define LP_MAX_EVENTS (4 * LP_STAGING_MAX)   /* two chains x two directions */
 
 typedef struct lp_devops {
     const char *name;
@@ -66,12 +66,6 @@ int lp_cuda_stream_sync(uintptr_t stream);
 
 /* emulation counters (tests): events queried while not yet complete, operations run */
 void lp_emul_stats(long *not_ready, long *ops);
-
-int lp_fail(int code, const char *file, int line, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
 
 #ifdef __cplusplus
 }

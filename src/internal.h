@@ -1,44 +1,17 @@
-/* Engine internals shared by the algorithm files.  Not part of the public C interface. */
+/* internal.h: what the algorithm files share (arguments of a call, the registry's types, local
+ * work on host or device memory, point-to-point helpers, block and neighbour arithmetic, tags).
+ * Not part of the public C interface; the engine's own state is in engine.h. */
 #ifndef LPMPI_INTERNAL_H
 #define LPMPI_INTERNAL_H
 
 #include "lpmpi.h"
+#include "lp_status.h"
 #include "devops.h"
 #include <string.h>
 
-/* ---- status handling: one macro passes a failure up with file:line ---- */
-int lp_mpi_fail(int mpierr, const char *file, int line, const char *call);
-
-#define LP_FAIL(code, ...) lp_fail((code), __FILE__, __LINE__, __VA_ARGS__)
-/* run an int-returning lpmpi call; on failure jump to the function's cleanup label */
-#define LP_TRY(expr) do { rc = (expr); if (rc != LP_OK) goto cleanup; } while (0)
-/* run an MPI call; on failure record the MPI error string and jump to cleanup */
-#define LP_MPI(call) do { int mpi_rc_ = (call); \
-    if (mpi_rc_ != MPI_SUCCESS) { rc = lp_mpi_fail(mpi_rc_, __FILE__, __LINE__, #call); goto cleanup; } \
-} while (0)
-
-/* ---- per-communicator context, cached on the user's communicator with an MPI keyval ---- */
-typedef struct lp_ctx {
-    MPI_Comm comm;            /* private duplicate: lpmpi's messages never match the user's */
-    int rank, size;
-    void *scratch;            /* grow-only arena, reused call after call */
-    size_t scratch_bytes;
-    MPI_Request *reqs;        /* grow-only request array */
-    size_t nreqs;
-    int *idx;                 /* grow-only index array (MPI_Waitsome) */
-    size_t nidx;
-    int table_state;          /* 0 unchecked, 1 every rank has the same table, -1 they differ */
-    struct {                  /* auto's last decision per collective (the model is not free) */
-        unsigned long gen;
-        size_t nbytes;
-        int mem, alg;
-        size_t chunk;
-        int staging;
-    } last[LP_NCOLLS];
-    struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
-} lp_ctx_t;
-
-int lp_ctx_get(MPI_Comm user_comm, lp_ctx_t **out);
+/* ---- per-communicator context (context.c; its fields: engine.h) ----
+ * Algorithms use it only for scratch space and cached request/index arrays. */
+typedef struct lp_ctx lp_ctx_t;
 /* scratch space of at least `bytes` (64-byte aligned); invalidates earlier pointers */
 int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out);
 int lp_ctx_requests(lp_ctx_t *ctx, size_t n, MPI_Request **out);
@@ -56,7 +29,6 @@ enum { LP_XPORT_HOST = 0, LP_XPORT_STAGED = 1, LP_XPORT_AWARE = 2 };
 
 /* devops and transport for a call on memory `mem` (emulation: every call) */
 int lp_device_route(lp_mem_t mem, const lp_devops_t **dev, int *xport);
-void lp_device_release(void);   /* at MPI_Finalize */
 
 /* ---- arguments of one collective call, resolved and validated ---- */
 typedef struct {
@@ -121,7 +93,6 @@ int lp_bcast_lp_staged(const lp_args_t *a);
 /* ---- point-to-point helpers (p2p.c) ----
  * Whole-buffer transfers split into pieces of at most lp_max_msg_bytes, so any byte size
  * works; all pieces of one transfer use one tag and arrive in order (MPI non-overtaking). */
-extern size_t lp_max_msg_bytes;
 int lp_sendrecv(const lp_args_t *a, const void *sb, size_t sbytes, int dst,
                 void *rb, size_t rbytes, int src, int tag);
 int lp_send(const lp_args_t *a, const void *b, size_t bytes, int dst, int tag);
@@ -193,9 +164,11 @@ static inline int lp_copy(const lp_args_t *a, void *dst, const void *src, size_t
     return LP_OK;
 }
 
-/* pipelining depth: chunks in flight per direction; staging buffers of the staged pipeline */
+/* knobs (config.c): chunks in flight per direction; staging buffers of the staged pipeline;
+ * the largest single MPI message (p2p.c splits bigger transfers into pieces of this size) */
 extern int lp_window;
 extern int lp_staging;
+extern size_t lp_max_msg_bytes;
 
 /* tags: one per collective family keeps traces readable; ordering does the rest */
 enum { LP_TAG_BCAST = 101, LP_TAG_REDUCE = 102, LP_TAG_ALLREDUCE = 103, LP_TAG_ALLREDUCE_BACK = 104,

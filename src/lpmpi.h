@@ -27,7 +27,8 @@ enum {
     LP_ERR_ARG = 3,      /* bad argument reached the engine (Python validates first) */
     LP_ERR_MISMATCH = 4, /* LPMPI_CHECK: ranks disagree */
     LP_ERR_CUDA = 5,     /* CUDA runtime failure */
-    LP_ERR_UNSUPPORTED = 6
+    LP_ERR_UNSUPPORTED = 6,
+    LP_ERR_INTERNAL = 7  /* a bug of lpmpi (a pipeline that cannot progress, ...) */
 };
 
 /* ---- element types (order is ABI with lpmpi/_core.pyx) ---- */
@@ -48,9 +49,11 @@ typedef enum {
 } lp_op_t;
 
 typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_NCOLLS } lp_coll_t;
+const char *lp_coll_name(lp_coll_t coll);   /* "allreduce", "reduce", "bcast" */
 
 /* memory kind of the user's buffers: the seam for device memory */
 typedef enum { LP_MEM_HOST = 0, LP_MEM_CUDA = 1, LP_NMEMS } lp_mem_t;
+const char *lp_mem_name(lp_mem_t mem);      /* "host", "cuda" */
 
 #define LP_ALG_AUTO (-1)
 
@@ -83,10 +86,11 @@ int lp_op_valid(lp_dtype_t dt, lp_op_t op);
 /* buf[i] /= divisor, in the element type (float16/bfloat16 through float32); used by AVG. */
 void lp_scale(void *buf, size_t n, lp_dtype_t dt, double divisor);
 
-/* ---- collectives (engine.c) ----
+/* ---- collectives (collectives.c) ----
  * count: elements.  alg: index into the registry or LP_ALG_AUTO.  chunk_bytes: 0 = choose.
  * In place: sbuf == rbuf.  reduce: rbuf is used on root only (NULL elsewhere is fine).
- * All return an LP_* status; lp_errmsg() describes the last failure of this thread. */
+ * All return an LP_* status; lp_errmsg() describes the last failure of this thread and
+ * lp_errwhere() the file:line that detected it. */
 int lp_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
                  lp_op_t op, int alg, size_t chunk_bytes, lp_mem_t mem);
 int lp_reduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
@@ -95,43 +99,70 @@ int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, in
              size_t chunk_bytes, lp_mem_t mem);
 
 const char *lp_errmsg(void);
+const char *lp_errwhere(void);
 
-/* ---- configuration, registry, selection (engine.c, registry.c) ---- */
+/* ---- communicators (context.c) ----
+ * The first lpmpi call on a communicator creates its context (collective: a private
+ * MPI_Comm_dup) and checks that every rank holds the same tuning table; where they differ,
+ * every rank follows rank 0's table and model on that communicator (ranks choosing
+ * differently would deadlock).  lp_comm_prepare does that step (idempotent; the collectives
+ * call it themselves); *first_mismatch is set to 1 when this call found the tables differing. */
+int lp_comm_prepare(MPI_Comm comm, int *first_mismatch);
+/* live contexts and the communicators whose ranks held different tables (tests, info) */
+long lp_comm_contexts(void);
+long lp_table_mismatches(void);
 
-/* knobs read from the environment by the bindings: largest single MPI message (test knob,
- * 0 = keep), chunks in flight per direction (0 = keep), LPMPI_CHECK on/off */
+/* ---- configuration (config.c) ----
+ * knobs read from the environment by the bindings: largest single MPI message (test knob,
+ * 0 = keep), chunks in flight per direction (0 = keep; at most LP_WINDOW_MAX), LPMPI_CHECK */
 void lp_configure(size_t max_msg_bytes, int window, int check);
+int lp_window_get(void);
 
+/* ---- the algorithm registry (registry.c) ---- */
 int lp_algo_count(void);
 const char *lp_algo_name(int alg);
 int lp_algo_coll(int alg);
 int lp_algo_chunked(int alg);
 int lp_algo_find(lp_coll_t coll, const char *name);   /* -1 when unknown */
 
-/* alpha-beta-gamma model used by "auto" where no table applies */
+/* ---- alpha-beta-gamma model (model.c), used by "auto" where no table applies ---- */
 void lp_model_set(double alpha, double beta, double gamma);
 void lp_model_get(double *alpha, double *beta, double *gamma);
+/* the registry's cost of alg for P ranks, n bytes, chunk c bytes (seconds) */
 double lp_algo_predict(int alg, int P, double nbytes, double chunk_bytes);
-size_t lp_best_chunk(int alg, int P, size_t nbytes);   /* model-optimal chunk, 0 if unchunked */
+/* model-optimal chunk among the powers of two LP_CHUNK_MIN..LP_CHUNK_MAX, 0 if unchunked */
+size_t lp_best_chunk(int alg, int P, size_t nbytes);
+/* the chunk (any size, in [1, nbytes]) minimising the registry's cost: a numeric search */
+double lp_optimal_chunk(int alg, int P, double nbytes);
 
-/* tuning rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk
- * and, for device memory, `staging` staging buffers (0 = the default) */
+/* ---- tuning tables (table.c) ----
+ * rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk and, for
+ * device memory, `staging` staging buffers (0 = the default) */
 void lp_table_clear(void);
-/* fingerprint of the loaded table; the first collective on a communicator compares it across
- * ranks and, where ranks differ, ignores the table there (ranks choosing differently would
- * deadlock).  lp_table_mismatches() counts communicators where that happened. */
+/* fingerprint of the loaded table (compared across ranks on each communicator's first call) */
 void lp_table_set_hash(uint64_t hash);
-long lp_table_mismatches(void);
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
                  int staging);
 /* environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES): alg -1 = none, chunk 0 = none */
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
 
-enum { LP_SRC_OVERRIDE = 0, LP_SRC_TABLE = 1, LP_SRC_MODEL = 2 };
-/* what "auto" uses: environment override, then table, then model; *staging: the table's
- * staging buffers, 0 for the default */
-void lp_select(lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int use_table, int *alg,
-               size_t *chunk, int *staging, int *source);
+/* ---- the decision (select.c) ----
+ * What a call uses: the algorithm asked for, else ("auto") the environment override, then the
+ * tuning table, then the cost model; the chunk asked for, else the override's, the table's or
+ * the model's (clamped to the largest single message).  The one function behind the
+ * collectives, lpmpi.select, lpmpi.explain and LPMPI_DEBUG: on a communicator it reads only
+ * what every rank shares once its context is prepared (see lp_comm_prepare). */
+enum { LP_SRC_OVERRIDE = 0, LP_SRC_TABLE = 1, LP_SRC_MODEL = 2, LP_SRC_REQUESTED = 3 };
+typedef struct {
+    int alg;             /* registry index */
+    size_t chunk;        /* chunk bytes (0 for unchunked algorithms) */
+    int staging;         /* staging buffers of the table row (0: the default) */
+    int source;          /* LP_SRC_* of the algorithm */
+    int tables;          /* the communicator's tables: 1 agree, -1 differ (rank 0's), 0 unchecked */
+} lp_choice_t;
+/* local (no communication): comm's context is used if it exists, never created */
+int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int alg,
+              size_t chunk_bytes, lp_choice_t *out);
 
 /* ---- device memory (device.c) ----
  * A build with CUDA (nvcc found: LPMPI_HAVE_CUDA) accepts LP_MEM_CUDA buffers; device memory
@@ -155,8 +186,10 @@ int lp_device_stream_sync(uintptr_t stream);
 /* emulation counters: events found not ready, operations run */
 void lp_device_stats(long *not_ready, long *ops);
 
-/* LPMPI_CHECK when this rank's own arguments were bad: take part in the agreement step so
- * the other ranks raise instead of hanging.  Always returns LP_ERR_MISMATCH (or an MPI error). */
+/* ---- LPMPI_CHECK (check.c) ----
+ * When this rank's own arguments were bad: take part in the agreement step (after the same
+ * context preparation as a call) so that the other ranks raise instead of hanging.  Returns
+ * LP_ERR_MISMATCH (or an MPI error). */
 int lp_check_local_error(MPI_Comm comm);
 
 #ifdef __cplusplus

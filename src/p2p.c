@@ -3,8 +3,6 @@
  * All pieces of one transfer use one tag; MPI's non-overtaking rule keeps them in order. */
 #include "internal.h"
 
-size_t lp_max_msg_bytes = (size_t)1 << 30;
-
 static size_t npieces(size_t bytes) { return (bytes + lp_max_msg_bytes - 1) / lp_max_msg_bytes; }
 static int piece_len(size_t bytes, size_t i) {
     size_t off = i * lp_max_msg_bytes, rest = bytes - off;

@@ -108,3 +108,19 @@ const lp_algo_t lp_algos[] = {
     {"native", LP_BCAST,     0, lp_bcast_native,     cost_bcast_native,     NULL},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
+
+/* ---- access for the bindings and the tables (lpmpi.h) ---- */
+int lp_algo_count(void) { return lp_nalgos; }
+const char *lp_algo_name(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].name : "?"; }
+int lp_algo_coll(int i) { return i >= 0 && i < lp_nalgos ? (int)lp_algos[i].coll : -1; }
+int lp_algo_chunked(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].chunked : 0; }
+int lp_algo_find(lp_coll_t coll, const char *name) {
+    for (int i = 0; i < lp_nalgos; i++)
+        if (lp_algos[i].coll == coll && strcmp(lp_algos[i].name, name) == 0) return i;
+    return -1;
+}
+
+static const char *const coll_names[LP_NCOLLS] = {"allreduce", "reduce", "bcast"};
+static const char *const mem_names[LP_NMEMS] = {"host", "cuda"};
+const char *lp_coll_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? coll_names[c] : "?"; }
+const char *lp_mem_name(lp_mem_t m) { return (unsigned)m < LP_NMEMS ? mem_names[m] : "?"; }

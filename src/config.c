@@ -1,0 +1,15 @@
+/* config.c: the engine's knobs, set by the bindings from the environment at import
+ * (lpmpi/_env.py: LPMPI_WINDOW, LPMPI_MAX_MSG_BYTES, LPMPI_CHECK). */
+#include "engine.h"
+
+int lp_window = LP_WINDOW_DEFAULT;          /* chunks in flight per direction */
+size_t lp_max_msg_bytes = (size_t)1 << 30;  /* largest single MPI message */
+int lp_check_enabled;                       /* LPMPI_CHECK: agree on every call first */
+
+void lp_configure(size_t max_msg_bytes, int window, int check) {
+    if (max_msg_bytes) lp_max_msg_bytes = max_msg_bytes;
+    if (window > 0) lp_window = window > LP_WINDOW_MAX ? LP_WINDOW_MAX : window;
+    lp_check_enabled = check;
+}
+
+int lp_window_get(void) { return lp_window; }

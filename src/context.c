@@ -1,0 +1,198 @@
+/* context.c: the private context of each communicator lpmpi is used on.
+ *
+ * Cached on the user's communicator with an MPI keyval (as mpi4py does) and freed by the
+ * keyval's delete callback when the user frees the communicator, or at MPI_Finalize at the
+ * latest.  A context holds a private duplicate of the communicator (lpmpi's messages never
+ * match the user's: an MPI_Comm_dup, one more context id of the MPI library per communicator
+ * lpmpi is used on), grow-only scratch and request arrays, auto's last decisions, and the
+ * outcome of the table agreement of its first call:
+ *
+ *   every rank contributes the fingerprint of its tuning table (lpmpi/tables.py's hash of the
+ *   rows and the model); if any differs, rank 0 broadcasts its rows and model and every rank
+ *   decides from those on this communicator (lp_decide), so ranks never choose differently.
+ *
+ * The agreement is part of preparing a context (lp_ctx_ready), which the collectives and the
+ * LPMPI_CHECK path of a rank with a local argument error both do first, so the internal
+ * collectives of a first call are the same on every rank whatever the local outcome. */
+#include "engine.h"
+#include <stdlib.h>
+
+static int keyval = MPI_KEYVAL_INVALID;
+static lp_ctx_t *live;            /* every context not yet freed */
+static long nlive;
+static long mismatches;           /* contexts whose ranks held different tables */
+
+long lp_comm_contexts(void) { return nlive; }
+long lp_table_mismatches(void) { return mismatches; }
+
+static void ctx_free(lp_ctx_t *c) {
+    for (lp_ctx_t **p = &live; *p; p = &(*p)->next)
+        if (*p == c) { *p = c->next; nlive--; break; }
+    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    if (c->table) { lp_table_free(c->table); free(c->table); }
+    free(c->scratch);
+    free(c->reqs);
+    free(c->idx);
+    free(c);
+}
+
+static int ctx_delete(MPI_Comm comm, int kv, void *val, void *extra) {
+    (void)comm; (void)kv; (void)extra;
+    ctx_free((lp_ctx_t *)val);
+    return MPI_SUCCESS;
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free everything still cached */
+static int at_finalize(MPI_Comm comm, int kv, void *val, void *extra) {
+    (void)comm; (void)kv; (void)val; (void)extra;
+    while (live)
+        if (MPI_Comm_delete_attr(live->user, keyval) != MPI_SUCCESS) ctx_free(live);
+    MPI_Comm_free_keyval(&keyval);
+    lp_native_free();
+    lp_device_release();
+    return MPI_SUCCESS;
+}
+
+static int init_once(void) {
+    int rc = LP_OK, fin_kv;
+    if (keyval != MPI_KEYVAL_INVALID) return LP_OK;
+    LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ctx_delete, &keyval, NULL));
+    LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &fin_kv, NULL));
+    LP_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, fin_kv, NULL));
+cleanup:
+    return rc;
+}
+
+int lp_ctx_find(MPI_Comm user, lp_ctx_t **out) {
+    int rc = LP_OK, flag = 0;
+    void *val = NULL;
+    *out = NULL;
+    if (keyval == MPI_KEYVAL_INVALID) return LP_OK;
+    LP_MPI(MPI_Comm_get_attr(user, keyval, &val, &flag));
+    if (flag) *out = val;
+cleanup:
+    return rc;
+}
+
+int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
+    int rc = LP_OK, flag = 0;
+    void *val = NULL;
+    lp_ctx_t *c = NULL;
+    LP_TRY(init_once());
+    LP_MPI(MPI_Comm_get_attr(user, keyval, &val, &flag));
+    if (flag) { *out = val; return LP_OK; }
+    c = calloc(1, sizeof *c);
+    if (!c) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator context");
+    c->comm = MPI_COMM_NULL;
+    c->user = user;
+    LP_MPI(MPI_Comm_dup(user, &c->comm));
+    LP_MPI(MPI_Comm_rank(c->comm, &c->rank));
+    LP_MPI(MPI_Comm_size(c->comm, &c->size));
+    LP_MPI(MPI_Comm_set_attr(user, keyval, c));
+    c->next = live;
+    live = c;
+    nlive++;
+    *out = c;
+    return LP_OK;
+cleanup:
+    if (c) {
+        if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+        free(c);
+    }
+    return rc;
+}
+
+/* rank 0's rows and model to every rank of ctx (tables differ) */
+static int adopt_rank0(lp_ctx_t *ctx) {
+    int rc = LP_OK;
+    double m[3] = {lp_model.alpha, lp_model.beta, lp_model.gamma};
+    uint64_t n = ctx->rank == 0 ? lp_table.nrows : 0;
+    lp_table_t *t = calloc(1, sizeof *t);
+    if (!t) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's table");
+    if (ctx->rank == 0) LP_TRY(lp_table_copy(t, &lp_table));
+    LP_MPI(MPI_Bcast(m, 3, MPI_DOUBLE, 0, ctx->comm));
+    LP_MPI(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, ctx->comm));
+    if (ctx->rank != 0 && n) {
+        t->rows = calloc((size_t)n, sizeof *t->rows);
+        if (!t->rows) { rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for %llu table rows", (unsigned long long)n); goto cleanup; }
+        t->nrows = t->cap = (size_t)n;
+    }
+    if (n) LP_MPI(MPI_Bcast(t->rows, (int)(n * sizeof *t->rows), MPI_BYTE, 0, ctx->comm));
+    ctx->model = (lp_model_t){m[0], m[1], m[2]};
+    ctx->table = t;
+    return LP_OK;
+cleanup:
+    lp_table_free(t);
+    free(t);
+    return rc;
+}
+
+/* first collective on a communicator: do all ranks hold the same table? */
+static int table_agree(lp_ctx_t *ctx, int *first_mismatch) {
+    int rc = LP_OK;
+    uint64_t h[2] = {lp_table.hash, ~lp_table.hash};
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UINT64_T, MPI_MAX, ctx->comm));
+    if (h[0] == lp_table.hash && h[1] == ~lp_table.hash) {
+        ctx->tables = 1;
+        return LP_OK;
+    }
+    LP_TRY(adopt_rank0(ctx));
+    ctx->tables = -1;
+    mismatches++;
+    if (first_mismatch) *first_mismatch = 1;
+cleanup:
+    return rc;
+}
+
+int lp_ctx_ready(MPI_Comm user, lp_ctx_t **out, int *first_mismatch) {
+    int rc = LP_OK;
+    lp_ctx_t *ctx = NULL;
+    if (first_mismatch) *first_mismatch = 0;
+    LP_TRY(lp_ctx_get(user, &ctx));
+    if (!ctx->tables) LP_TRY(table_agree(ctx, first_mismatch));
+    *out = ctx;
+cleanup:
+    return rc;
+}
+
+int lp_comm_prepare(MPI_Comm comm, int *first_mismatch) {
+    lp_ctx_t *ctx;
+    return lp_ctx_ready(comm, &ctx, first_mismatch);
+}
+
+int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out) {
+    if (bytes > ctx->scratch_bytes) {
+        void *p = NULL;
+        size_t want = (bytes + 63) & ~(size_t)63;
+        if (posix_memalign(&p, 64, want) != 0)
+            return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu bytes of scratch space", want);
+        free(ctx->scratch);
+        ctx->scratch = p;
+        ctx->scratch_bytes = want;
+    }
+    *out = ctx->scratch;
+    return LP_OK;
+}
+
+/* grow a cached array to at least n elements of `size` bytes (contents not kept) */
+static int grow(void **arr, size_t *cap, size_t n, size_t size, const char *what) {
+    if (n > *cap) {
+        void *r = realloc(*arr, n * size);
+        if (!r) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu %s", n, what);
+        *arr = r;
+        *cap = n;
+    }
+    return LP_OK;
+}
+
+int lp_ctx_indices(lp_ctx_t *ctx, size_t n, int **out) {
+    int rc = grow((void **)&ctx->idx, &ctx->nidx, n, sizeof *ctx->idx, "request indices");
+    *out = ctx->idx;
+    return rc;
+}
+
+int lp_ctx_requests(lp_ctx_t *ctx, size_t n, MPI_Request **out) {
+    int rc = grow((void **)&ctx->reqs, &ctx->nreqs, n, sizeof *ctx->reqs, "MPI requests");
+    *out = ctx->reqs;
+    return rc;
+}

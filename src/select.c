@@ -1,0 +1,110 @@
+/* select.c: the one decision of what a call runs, in three levels for "auto" (as Open MPI's
+ * coll_tuned_decision_dynamic.c and NCCL's tuner):
+ *
+ *   1. environment override  LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES (lp_set_override)
+ *   2. tuning table          the row covering the message (table.c)
+ *   3. cost model            the registry's fastest prediction (model.c, registry.c)
+ *
+ * and one chunk policy for every algorithm: the caller's chunk_bytes, else (auto) the
+ * override's, the row's or the model's, else (an explicit algorithm) the model's best; 0 for
+ * unchunked algorithms; at most the largest single MPI message.
+ *
+ * lp_decide is the only place this happens.  The collectives call it on a prepared context,
+ * lpmpi.select/explain and LPMPI_DEBUG through lp_choose on the same context (created by an
+ * earlier call, or not yet, which lp_choice_t.tables says), so they report what the
+ * collectives do.  On a communicator whose ranks held different tables it reads rank 0's rows
+ * and model (context.c): what every rank shares.  Decisions are cached per context and
+ * collective, keyed by size and memory kind, until anything they read changes. */
+#include "engine.h"
+
+unsigned long lp_select_gen = 1;   /* starts at 1 so that zeroed cache entries never match */
+
+static int ovr_alg[LP_NCOLLS] = {-1, -1, -1};
+static size_t ovr_chunk[LP_NCOLLS];
+
+void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
+    if ((int)coll < 0 || coll >= LP_NCOLLS) return;
+    ovr_alg[coll] = alg;
+    ovr_chunk[coll] = chunk;
+    lp_select_gen++;
+}
+
+/* auto's algorithm and chunk (before the caller's chunk_bytes) */
+static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll, int P, size_t nbytes,
+                        lp_mem_t mem, lp_choice_t *out) {
+    int a = -1, w = 0, src = LP_SRC_MODEL;
+    size_t c = 0;
+    if (ovr_alg[coll] >= 0) {                                        /* 1. environment */
+        a = ovr_alg[coll];
+        src = LP_SRC_OVERRIDE;
+    }
+    const lp_row_t *row = a < 0 ? lp_table_lookup(t, coll, mem, P, nbytes) : NULL;
+    if (row) {                                                       /* 2. tuning table */
+        a = row->alg;
+        c = row->chunk;
+        w = row->staging;
+        src = LP_SRC_TABLE;
+    }
+    if (a < 0) {                                                     /* 3. cost model */
+        double tbest = 0;
+        for (int i = 0; i < lp_nalgos; i++) {
+            if (lp_algos[i].coll != coll) continue;
+            size_t ci = (ovr_chunk[coll] && lp_algos[i].chunked) ? ovr_chunk[coll]
+                                                                 : lp_best_chunk_with(m, i, P, nbytes);
+            double ti = lp_predict_with(m, i, P, (double)nbytes, (double)ci);
+            if (a < 0 || ti < tbest) { a = i; tbest = ti; c = ci; }
+        }
+        src = LP_SRC_MODEL;
+    }
+    if (!lp_algos[a].chunked) c = 0;
+    else if (ovr_chunk[coll]) { c = ovr_chunk[coll]; src = LP_SRC_OVERRIDE; }
+    else if (!c) c = lp_best_chunk_with(m, a, P, nbytes);
+    *out = (lp_choice_t){.alg = a, .chunk = c, .staging = w, .source = src};
+}
+
+int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int alg,
+              size_t chunk_bytes, lp_choice_t *out) {
+    const int differ = ctx && ctx->tables < 0;
+    const lp_table_t *t = differ ? ctx->table : &lp_table;
+    const lp_model_t *m = differ ? &ctx->model : &lp_model;
+    lp_choice_t ch = {0};
+    if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
+    if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
+    if (alg == LP_ALG_AUTO) {
+        if (ctx && ctx->last[coll].gen == lp_select_gen && ctx->last[coll].nbytes == nbytes &&
+            ctx->last[coll].mem == (int)mem) {
+            ch = ctx->last[coll].choice;
+        } else {
+            decide_auto(t, m, coll, P, nbytes, mem, &ch);
+            if (ctx) {
+                ctx->last[coll].gen = lp_select_gen;
+                ctx->last[coll].nbytes = nbytes;
+                ctx->last[coll].mem = (int)mem;
+                ctx->last[coll].choice = ch;
+            }
+        }
+    } else {
+        if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll)
+            return LP_FAIL(LP_ERR_ARG, "algorithm %d is not a %s algorithm", alg, lp_coll_name(coll));
+        ch = (lp_choice_t){.alg = alg, .source = LP_SRC_REQUESTED};
+    }
+    if (!lp_algos[ch.alg].chunked) ch.chunk = 0;
+    else if (chunk_bytes) ch.chunk = chunk_bytes;
+    else if (!ch.chunk) ch.chunk = lp_best_chunk_with(m, ch.alg, P, nbytes);
+    if (ch.chunk > lp_max_msg_bytes) ch.chunk = lp_max_msg_bytes;
+    ch.tables = ctx ? ctx->tables : 0;
+    *out = ch;
+    return LP_OK;
+}
+
+int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int alg, size_t chunk_bytes,
+              lp_choice_t *out) {
+    int rc = LP_OK, size = 0;
+    lp_ctx_t *ctx = NULL;
+    LP_TRY(lp_ctx_find(comm, &ctx));
+    if (ctx) size = ctx->size;
+    else LP_MPI(MPI_Comm_size(comm, &size));
+    rc = lp_decide(ctx, coll, size, nbytes, mem, alg, chunk_bytes, out);
+cleanup:
+    return rc;
+}
