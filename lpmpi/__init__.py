@@ -3,19 +3,29 @@
 >>> import numpy as np, lpmpi
 >>> y = lpmpi.allreduce(np.ones(1 << 20, np.float32))   # doctest: +SKIP
 
-Run under ``mpiexec -n P python script.py``.  See API.md for the contract.
+Run under ``mpiexec -n P python script.py``.  The reference of every public name, with the
+environment variables, is docs/api.md.
 """
 from __future__ import annotations
-
-import os
-import warnings
 
 from mpi4py import MPI  # initializes MPI and loads libmpi before the extension
 
 from lpmpi._errors import LPError, MismatchError
-from lpmpi._ops import Op
-from lpmpi import _core
-from lpmpi._core import allreduce, reduce, bcast, algorithms, select
+
+try:
+    from lpmpi import _core
+except ImportError as _e:  # the source tree, not an installed build
+    if "_core" not in str(_e):
+        raise
+    import os as _os
+
+    raise ImportError(
+        f"lpmpi's compiled engine (lpmpi._core) is missing: this is the unbuilt source tree at "
+        f"{_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))}; install lpmpi "
+        f"(pip install .) and run from another directory, or use the console scripts "
+        f"(lpmpi-bench, lpmpi-info, lpmpi-tune)") from None
+from lpmpi._core import Op, allreduce, reduce, bcast, algorithms, select
+from lpmpi import _env
 
 __version__ = "0.1.0"
 __all__ = [
@@ -31,40 +41,7 @@ SUM, PROD, MAX, MIN, AVG = Op.SUM, Op.PROD, Op.MAX, Op.MIN, Op.AVG
 LAND, LOR, LXOR, BAND, BOR, BXOR = Op.LAND, Op.LOR, Op.LXOR, Op.BAND, Op.BOR, Op.BXOR
 
 
-def _env_int(name: str, default: int = 0) -> int:
-    value = os.environ.get(name)
-    if value in (None, ""):
-        return default
-    try:
-        n = int(value, 0)
-        if n <= 0:
-            raise ValueError
-        return n
-    except ValueError:
-        warnings.warn(f"lpmpi: ignoring {name}={value!r} (not a positive integer)", stacklevel=3)
-        return default
-
-
-def _apply_environment() -> None:
-    """Read LPMPI_* knobs once, at import (like NCCL reads NCCL_* at init)."""
-    def flag(name: str) -> bool:
-        return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no", "off")
-
-    _core._configure(_env_int("LPMPI_MAX_MSG_BYTES"), _env_int("LPMPI_WINDOW"), flag("LPMPI_CHECK"),
-                     flag("LPMPI_DEBUG"))
-    alg = os.environ.get("LPMPI_ALGORITHM", "").strip() or None
-    chunk = _env_int("LPMPI_CHUNK_BYTES") or None
-    if alg == "auto":
-        alg = None
-    if alg is not None and not any(alg in algorithms(c) for c in ("allreduce", "reduce", "bcast")):
-        warnings.warn(f"lpmpi: ignoring LPMPI_ALGORITHM={alg!r} (unknown algorithm)", stacklevel=3)
-        alg = None
-    for coll in ("allreduce", "reduce", "bcast"):
-        # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
-        _core.set_override(coll, alg if alg in algorithms(coll) else None, chunk)
-
-
-_apply_environment()
+_env.apply()   # LPMPI_* variables, read once (lpmpi/_env.py)
 
 # ---------------------------------------------------------------- tuning tables and explain
 # (lpmpi/tables.py): the shipped tables, or LPMPI_TUNING_FILE, go into the engine now; a bad

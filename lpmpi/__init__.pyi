@@ -1,12 +1,25 @@
-"""Type stubs of lpmpi's public API (see API.md)."""
+"""Type stubs of lpmpi's public API (docs/api.md)."""
+import enum
 from typing import Any, Literal, Optional, Tuple, TypeVar, Union
 
 from mpi4py import MPI
 
 from lpmpi import tables as tables
 from lpmpi._explain import Explanation
-from lpmpi._ops import Op as Op
 from lpmpi.tables import TuningWarning as TuningWarning
+
+class Op(enum.IntEnum):
+    SUM = 0
+    PROD = 1
+    MAX = 2
+    MIN = 3
+    AVG = 4
+    LAND = 5
+    LOR = 6
+    LXOR = 7
+    BAND = 8
+    BOR = 9
+    BXOR = 10
 
 __version__: str
 IN_PLACE: Any

@@ -14,6 +14,24 @@ cdef extern from "lpmpi.h" nogil:
         LP_ERR_INTERNAL
         LP_NDTYPES
         LP_NOPS
+        LP_NCOLLS
+        LP_NMEMS
+        LP_ALLREDUCE
+        LP_REDUCE
+        LP_BCAST
+        LP_MEM_HOST
+        LP_MEM_CUDA
+        LP_BFLOAT16
+        LP_SUM
+        LP_PROD
+        LP_MAX
+        LP_MIN
+        LP_LAND
+        LP_LOR
+        LP_LXOR
+        LP_BAND
+        LP_BOR
+        LP_BXOR
         LP_ALG_AUTO
         LP_SRC_OVERRIDE
         LP_SRC_TABLE
@@ -48,6 +66,7 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_mem_name(lp_mem_t mem)
 
     int lp_comm_prepare(MPI_Comm comm, int *first_mismatch)
+    int lp_comm_ready(MPI_Comm comm)
     long lp_comm_contexts()
 
     void lp_configure(size_t max_msg_bytes, int window, int check)

@@ -1,59 +1,65 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Cython bindings of the lpmpi C engine.
 
-Every argument is checked and normalised here with the GIL held, before any communication;
-the engine then runs with the GIL released, and its status becomes an exception.
+A collective call builds a :class:`Message` (``Message.for_allreduce`` / ``for_reduce`` /
+``for_bcast``): it checks and normalises every argument with the GIL held, before any
+communication, and owns the call's buffers until it dies.  :meth:`Message.run` then prepares
+the communicator (the engine's table agreement, once per communicator), and runs the engine
+with the GIL released; a failed status becomes an exception.
+
+Names (dtypes, ops, collectives, memory kinds) and limits come from the engine; nothing here
+restates them.  The environment is read by :mod:`lpmpi._env`, which calls ``_configure``.
 """
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_FORMAT,
                              PyBUF_C_CONTIGUOUS)
 from libc.string cimport memset
 cimport numpy as cnp
 from mpi4py cimport MPI
-from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_Comm_test_inter, MPI_Comm_size, MPI_Comm_rank,
+from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_SUCCESS, MPI_MAX_ERROR_STRING,
+                            MPI_Comm_test_inter, MPI_Comm_size, MPI_Comm_rank, MPI_Error_string,
                             MPI_Op, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR,
                             MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR)
 from lpmpi._clpmpi cimport *
 from libc.stdint cimport uint64_t, uintptr_t
 
+import enum as _enum
 import numpy as np
-import os as _os
 from operator import index as _index
 from mpi4py import MPI as PyMPI
 from lpmpi._errors import LPError, MismatchError
-from lpmpi._ops import Op
 
 cnp.import_array()
 
 # looked up once: these sit on every call's path
 cdef object _IN_PLACE = PyMPI.IN_PLACE
+cdef object _BOTTOM = PyMPI.BOTTOM
 cdef object _WORLD = PyMPI.COMM_WORLD
 cdef type _Comm = PyMPI.Comm
 cdef type _MPIOp = PyMPI.Op
 
-# element types, in the order of lp_dtype_t
-DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float16", "bfloat16", "float32", "float64", "complex64", "complex128")
-# ops, in the order of lp_op_t
-OP_NAMES = ("sum", "prod", "max", "min", "avg", "land", "lor", "lxor", "band", "bor", "bxor")
-COLLECTIVES = ("allreduce", "reduce", "bcast")
+# ---------------------------------------------------------------- the engine's names and limits
+#: element types, ops, collectives and memory kinds, in the engine's order (lpmpi.h)
+DTYPE_NAMES = tuple(lp_dtype_name(i).decode() for i in range(LP_NDTYPES))
+OP_NAMES = tuple(lp_op_name(i).decode() for i in range(LP_NOPS))
+COLLECTIVES = tuple(lp_coll_name(i).decode() for i in range(LP_NCOLLS))
+MEMORY_KINDS = tuple(lp_mem_name(i).decode() for i in range(LP_NMEMS))
 CUDA_BUILD = bool(lp_cuda_built())  # compiled with nvcc: device kernels and the CUDA transports
-MEMORY_KINDS = ("host", "cuda")
 CHUNK_MIN, CHUNK_MAX = LP_CHUNK_MIN, LP_CHUNK_MAX
 WINDOW_MAX, STAGING_MAX = LP_WINDOW_MAX, LP_STAGING_MAX
 DEFAULT_STAGING = LP_STAGING_DEFAULT
-cdef enum:
-    C_ALLREDUCE = 0
-    C_REDUCE = 1
-    C_BCAST = 2
-    BF16 = 10
+cdef int BF16 = LP_BFLOAT16
 
-# (kind, itemsize) -> lp_dtype_t, for numpy dtypes
-cdef dict _KIND = {
-    (b"b", 1): 0, (b"i", 1): 1, (b"i", 2): 2, (b"i", 4): 3, (b"i", 8): 4,
-    (b"u", 1): 5, (b"u", 2): 6, (b"u", 4): 7, (b"u", 8): 8,
-    (b"f", 2): 9, (b"f", 4): 11, (b"f", 8): 12, (b"c", 8): 13, (b"c", 16): 14,
-}
-# buffer-protocol format character -> (kind, signed)
+Op = _enum.IntEnum("Op", [(n.upper(), i) for i, n in enumerate(OP_NAMES)], module="lpmpi")
+Op.__doc__ = ("Reduction operations: ``lpmpi.SUM`` ... ``lpmpi.BXOR`` (values are the engine's "
+              "op codes; ``str`` names such as ``'sum'`` and ``MPI.SUM`` are accepted too).")
+
+# (kind, itemsize) -> dtype code, for numpy dtypes (bfloat16 has no numpy kind: by name)
+cdef dict _KIND = {}
+for _i, _n in enumerate(DTYPE_NAMES):
+    if _n != "bfloat16":
+        _d = np.dtype(_n)
+        _KIND[(_d.kind.encode(), _d.itemsize)] = _i
+# buffer-protocol format character -> numpy kind
 cdef dict _FORMAT = {
     "?": b"b", "b": b"i", "h": b"i", "i": b"i", "l": b"i", "q": b"i", "n": b"i",
     "B": b"u", "H": b"u", "I": b"u", "L": b"u", "Q": b"u", "N": b"u",
@@ -63,57 +69,42 @@ cdef dict _FORMAT = {
 # ---------------------------------------------------------------- configuration
 cdef bint _check_enabled = False
 cdef bint _debug = False
-cdef long _mismatches_seen = 0
 cdef set _debug_seen = set()
-
 cdef bint _emulate = False
 cdef int _aware_setting = -1
 
-def _env_flag(name):
-    v = _os.environ.get(name)
-    if v is None or v.strip() == "":
-        return None
-    return v.strip().lower() not in ("0", "false", "no", "off")
+def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
+    """Engine knobs (lpmpi._env at import): largest single MPI message (0 = keep), chunks in
+    flight per direction (0 = keep, 1..WINDOW_MAX), LPMPI_CHECK, LPMPI_DEBUG."""
+    global _check_enabled, _debug
+    if window < 0 or window > LP_WINDOW_MAX:
+        raise ValueError(f"window must be in 1..{LP_WINDOW_MAX} (0 = keep), got {window}")
+    _check_enabled = check
+    _debug = debug
+    lp_configure(max_msg_bytes, window, check)
 
-def _configure_device(emulate=None, cuda_aware=None, staging_buffers=None):
-    """Device-memory knobs; None reads the environment: LPMPI_EMULATE_STAGING=1 (host emulation
-    of the staged CUDA path: every buffer, host arrays included, is staged as if it were device
-    memory), LPMPI_CUDA_AWARE=0/1 (force the transport; unset: ask the MPI library),
-    LPMPI_STAGING_BUFFERS=n (chunks in flight per direction of the staged pipeline, 1..64)."""
+def _configure_device(bint emulate=False, int cuda_aware=-1, int staging_buffers=0):
+    """Device-memory knobs (lpmpi._env at import): emulation of the staged CUDA path on the host
+    (LPMPI_EMULATE_STAGING), the transport (LPMPI_CUDA_AWARE: -1 ask the MPI library, 0 staged,
+    1 aware), staging buffers per direction (LPMPI_STAGING_BUFFERS, 0 = the default)."""
     global _emulate, _aware_setting
-    if emulate is None:
-        emulate = bool(_env_flag("LPMPI_EMULATE_STAGING"))
-    if cuda_aware is None:
-        f = _env_flag("LPMPI_CUDA_AWARE")
-        cuda_aware = -1 if f is None else int(f)
-    if staging_buffers is None:
-        v = _os.environ.get("LPMPI_STAGING_BUFFERS", "").strip()
-        staging_buffers = 0
-        if v:
-            try:
-                staging_buffers = int(v, 0)
-                if not 1 <= staging_buffers <= 64:
-                    raise ValueError
-            except ValueError:
-                import warnings
-                warnings.warn(f"lpmpi: ignoring LPMPI_STAGING_BUFFERS={v!r} (not an int in 1..64)",
-                              stacklevel=2)
-                staging_buffers = 0
-    _emulate = bool(emulate)
+    _emulate = emulate
     _aware_setting = cuda_aware
     lp_configure_device(_emulate, cuda_aware, staging_buffers)
 
-_configure_device()
+def window():
+    """Chunks in flight per direction of the pipelines (LPMPI_WINDOW)."""
+    return lp_window_get()
 
 def set_staging_buffers(int n):
-    """Staging buffers (chunks in flight per direction) of the staged device pipeline, 1..64
-    (the tuner's knob; LPMPI_STAGING_BUFFERS at import)."""
-    if not 1 <= n <= 64:
-        raise ValueError(f"staging buffers must be in 1..64, got {n}")
+    """Staging buffers (chunks in flight per direction) of the staged device pipeline,
+    1..STAGING_MAX (the tuner's knob; LPMPI_STAGING_BUFFERS at import)."""
+    if not 1 <= n <= LP_STAGING_MAX:
+        raise ValueError(f"staging buffers must be in 1..{LP_STAGING_MAX}, got {n}")
     lp_configure_device(_emulate, _aware_setting, n)
 
 def cuda_info():
-    """What this build and process do with device memory (``python -m lpmpi info``).
+    """What this build and process do with device memory (``lpmpi-info``).
 
     Keys: built (nvcc was found at build time), emulated (LPMPI_EMULATE_STAGING), devices
     (visible CUDA devices), transport ("cuda-aware" or "staged"), staging_buffers."""
@@ -131,45 +122,28 @@ def _device_stats():
     lp_device_stats(&a, &b)
     return a, b
 
-def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
-    """Apply environment knobs (called by lpmpi at import)."""
-    global _check_enabled, _debug
-    _check_enabled = check
-    _debug = debug
-    lp_configure(max_msg_bytes, window, check)
+def comm_contexts():
+    """Communicators lpmpi holds a private context (an MPI_Comm_dup) for, right now."""
+    return lp_comm_contexts()
 
-cdef void _debug_log(int coll, size_t nbytes, MPI_Comm h, int alg, size_t chunk, int mem=0) noexcept:
-    """LPMPI_DEBUG=1: on rank 0, the choice once per collective, size bucket and size."""
-    cdef int rank = 0, size = 0, a = alg, src = -1, w = 0
-    cdef size_t c = chunk
-    cdef lp_choice_t ch
-    MPI_Comm_rank(h, &rank)
-    MPI_Comm_size(h, &size)
-    bucket = nbytes.bit_length()
-    if rank != 0 or (coll, bucket, size, mem) in _debug_seen:
-        return
-    _debug_seen.add((coll, bucket, size, mem))
-    if alg == LP_ALG_AUTO:
-        lp_choose(h, coll, nbytes, mem, alg, chunk, &ch)
-        a, c, src = ch.alg, ch.chunk, ch.source
-    why = ("override", "table", "model")[src] if src >= 0 else "requested"
-    chs = f" chunk {c}" if lp_algo_chunked(a) else ""
-    import sys
-    where = " (device memory)" if mem else ""
-    print(f"lpmpi: {COLLECTIVES[coll]} {nbytes} B{where} (bucket < 2^{bucket}) P={size}: "
-          f"{lp_algo_name(a).decode()}{chs} [{why}]", file=sys.stderr, flush=True)
+# ---------------------------------------------------------------- errors
+cdef int _raise_status(int rc) except -1:
+    """The engine's last failure as an exception: ValueError for arguments, MismatchError for
+    LPMPI_CHECK, LPError for MPI, CUDA and internal failures (LPMPI_DEBUG adds file:line)."""
+    msg = lp_errmsg().decode("utf-8", "replace")
+    if _debug:
+        msg += f" [{lp_errwhere().decode()}]"
+    if rc == LP_ERR_MISMATCH:
+        raise MismatchError(msg)
+    if rc == LP_ERR_ARG:
+        raise ValueError(msg)
+    raise LPError(msg)
 
-cdef inline int _after_call(int rc) except -1:
-    """Turn a failed status into an exception; warn once when ranks held different tables."""
-    global _mismatches_seen
-    if lp_table_mismatches() != _mismatches_seen:
-        _mismatches_seen = lp_table_mismatches()
-        if _mismatches_seen == 1:
-            import warnings
-            warnings.warn("lpmpi: ranks of a communicator loaded different tuning tables; "
-                          "'auto' uses the cost model on it", RuntimeWarning, stacklevel=3)
-    if rc != LP_OK:
-        _raise_status(rc)
+cdef int _local_error(MPI_Comm h) except -1:
+    """LPMPI_CHECK: tell the other ranks this rank's arguments were bad, so nobody hangs."""
+    if _check_enabled:
+        with nogil:
+            lp_check_local_error(h)
     return 0
 
 # ---------------------------------------------------------------- registry
@@ -178,7 +152,7 @@ cdef tuple _ALGS_BY_COLL
 
 def _build_registry():
     global _ALGS_BY_COLL
-    per = [[], [], []]
+    per = [[] for _ in COLLECTIVES]
     for i in range(lp_algo_count()):
         name = lp_algo_name(i).decode()
         c = lp_algo_coll(i)
@@ -204,7 +178,7 @@ def algorithms(collective):
     return _ALGS_BY_COLL[_coll_index(collective)]
 
 def _algorithm_info(collective):
-    """[(name, registry index, chunked)] for a collective (used by the tuner and tables)."""
+    """[(name, registry index, chunked)] for a collective (lpmpi.engine.algorithm_info)."""
     c = _coll_index(collective)
     return [(n, _ALG[(c, n)], bool(lp_algo_chunked(_ALG[(c, n)]))) for n in _ALGS_BY_COLL[c]]
 
@@ -234,11 +208,14 @@ cdef size_t _chunk(chunk_bytes) except? 0:
     chunk_bytes = _as_int(chunk_bytes, "chunk_bytes", "a positive int or None")
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes}")
+    if chunk_bytes >= 1 << 64:
+        raise ValueError(f"chunk_bytes must be below 2**64, got {chunk_bytes}")
     return chunk_bytes
 
 # ---------------------------------------------------------------- communicators
 cdef int _comm(comm, MPI_Comm *out, int *size) except -1:
-    cdef int inter = 0
+    cdef int inter = 0, rc, n = 0
+    cdef char err[MPI_MAX_ERROR_STRING + 1]
     if comm is None:
         comm = _WORLD
     elif not isinstance(comm, _Comm):
@@ -246,7 +223,11 @@ cdef int _comm(comm, MPI_Comm *out, int *size) except -1:
     cdef MPI_Comm h = (<MPI.Comm>comm).ob_mpi
     if h == MPI_COMM_NULL:
         raise ValueError("comm is MPI.COMM_NULL")
-    MPI_Comm_test_inter(h, &inter)
+    rc = MPI_Comm_test_inter(h, &inter)
+    if rc != MPI_SUCCESS:
+        err[0] = 0
+        MPI_Error_string(rc, err, &n)
+        raise ValueError(f"comm is not a valid communicator (freed?): {err.decode('utf-8', 'replace')}")
     if inter:
         raise ValueError("comm is an intercommunicator; lpmpi needs an intracommunicator")
     MPI_Comm_size(h, size)
@@ -269,16 +250,16 @@ cdef int _op(op) except -1:
             return i
     elif isinstance(op, _MPIOp):
         h = (<MPI.Op>op).ob_mpi
-        if h == MPI_SUM: return 0
-        if h == MPI_PROD: return 1
-        if h == MPI_MAX: return 2
-        if h == MPI_MIN: return 3
-        if h == MPI_LAND: return 5
-        if h == MPI_LOR: return 6
-        if h == MPI_LXOR: return 7
-        if h == MPI_BAND: return 8
-        if h == MPI_BOR: return 9
-        if h == MPI_BXOR: return 10
+        if h == MPI_SUM: return LP_SUM
+        if h == MPI_PROD: return LP_PROD
+        if h == MPI_MAX: return LP_MAX
+        if h == MPI_MIN: return LP_MIN
+        if h == MPI_LAND: return LP_LAND
+        if h == MPI_LOR: return LP_LOR
+        if h == MPI_LXOR: return LP_LXOR
+        if h == MPI_BAND: return LP_BAND
+        if h == MPI_BOR: return LP_BOR
+        if h == MPI_BXOR: return LP_BXOR
     raise ValueError(f"op must be an lpmpi op, one of MPI.SUM .. MPI.BXOR, or one of {OP_NAMES}, got {op!r}")
 
 # ---------------------------------------------------------------- buffers
@@ -316,7 +297,8 @@ cdef int _format_dtype(Py_buffer *v) except -2:
     return _KIND.get((kind, v.itemsize), -1)
 
 cdef int _get_buf(obj, str name, Buf *b) except -1:
-    """Fill b from a numpy array, a buffer-protocol object, or (later) a device array."""
+    """Fill b from a numpy array, a buffer-protocol object or a device array
+    (``__cuda_array_interface__``, or a PyTorch CUDA tensor of a dtype it lacks)."""
     cdef cnp.ndarray a
     memset(b, 0, sizeof(Buf))
     if cnp.PyArray_Check(obj):
@@ -330,6 +312,11 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
         b.count = <size_t>cnp.PyArray_SIZE(a)
         b.readonly = not cnp.PyArray_ISWRITEABLE(a)
         return 0
+    if obj is _IN_PLACE or obj is _BOTTOM or obj is None:
+        what = "MPI.IN_PLACE" if obj is _IN_PLACE else "MPI.BOTTOM" if obj is _BOTTOM else "None"
+        hint = " (for in place, pass lpmpi.IN_PLACE as sendbuf and the data as recvbuf)" \
+            if obj is _IN_PLACE and name == "recvbuf" else ""
+        raise TypeError(f"{name} must be an array, not {what}{hint}")
     try:
         cai = obj.__cuda_array_interface__
     except AttributeError:
@@ -528,6 +515,8 @@ cdef object _alloc_like(obj, int dtype, int mem=0):
     return np.empty(memoryview(obj).shape, DTYPE_NAMES[dtype])
 
 cdef int _check_pair(Buf *s, Buf *r, str sname, str rname) except -1:
+    """Two distinct buffers of one call: same dtype, count and memory kind, and either the
+    same memory (in place) or no byte in common."""
     if s.dtype != r.dtype:
         raise TypeError(f"{sname} and {rname} have different dtypes "
                         f"({DTYPE_NAMES[s.dtype]} and {DTYPE_NAMES[r.dtype]})")
@@ -535,6 +524,11 @@ cdef int _check_pair(Buf *s, Buf *r, str sname, str rname) except -1:
         raise ValueError(f"{sname} and {rname} have different element counts ({s.count} and {r.count})")
     if s.mem != r.mem:
         raise TypeError(f"{sname} and {rname} must both be host or both be device arrays")
+    cdef size_t n = s.count * lp_dtype_size(s.dtype)
+    if n and s.ptr != r.ptr and s.ptr < r.ptr + n and r.ptr < s.ptr + n:
+        raise ValueError(f"{sname} and {rname} overlap in memory (by "
+                         f"{n - <size_t>abs(<Py_ssize_t>(s.ptr - r.ptr))} of {n} bytes); pass the "
+                         f"same array for in place, or arrays that do not overlap")
     return 0
 
 cdef int _check_op(int op, int dtype) except -1:
@@ -546,150 +540,234 @@ cdef int _check_root(root, int size) except -1:
     root = _as_int(root, "root", "an int")
     if not 0 <= root < size:
         raise ValueError(f"root {root} is out of range for a communicator of size {size}")
-    return 0
+    return root
 
-cdef int _raise_status(int rc) except -1:
-    msg = lp_errmsg().decode("utf-8", "replace")
-    if rc == LP_ERR_MISMATCH:
-        raise MismatchError(msg)
-    if rc == LP_ERR_ARG:
-        raise ValueError(msg)
-    raise LPError(msg)
+cdef object _input(sendbuf, recvbuf):
+    """The buffer holding the input: recvbuf when sendbuf is IN_PLACE."""
+    if sendbuf is _IN_PLACE:
+        if recvbuf is None:
+            raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
+        return recvbuf
+    return sendbuf
 
-cdef int _local_error(MPI_Comm h) except -1:
-    """LPMPI_CHECK: tell the other ranks this rank's arguments were bad, so nobody hangs."""
-    if _check_enabled:
+cdef void _warn_tables() noexcept:
+    import warnings
+    try:
+        warnings.warn("lpmpi: the ranks of a communicator loaded different tuning tables "
+                      "(LPMPI_TUNING_FILE or the installed tables differ); on it, 'auto' follows "
+                      "rank 0's table and model (lpmpi.explain shows it)", RuntimeWarning,
+                      stacklevel=2)
+    except Exception:   # warnings turned into errors must not stop the collective midway
+        pass
+
+# ---------------------------------------------------------------- the message of a call
+cdef class Message:
+    """The buffers and arguments of one collective call, normalised and validated (after
+    mpi4py's ``_p_msg_cco``).
+
+    ``Message.for_allreduce`` / ``for_reduce`` / ``for_bcast`` raise on any bad argument, on
+    the calling rank, before any communication (with LPMPI_CHECK=1 they first tell the other
+    ranks, which then raise MismatchError).  A message owns its buffer views and keeps the
+    objects behind them alive until it dies, so a request may hold it while the engine works.
+    """
+    cdef Buf s, r
+    cdef MPI_Comm comm
+    cdef int coll, op, root, alg, size
+    cdef size_t chunk
+    cdef char *rptr               # the result's buffer (NULL on the non-roots of reduce)
+    cdef object keep              # the Python objects behind s and r
+    cdef readonly object result   # what the call returns
+
+    def __dealloc__(self):
+        _release(&self.s)
+        _release(&self.r)
+
+    @staticmethod
+    cdef Message for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes):
+        cdef Message m = Message.__new__(Message)
+        cdef object send = None
+        _comm(comm, &m.comm, &m.size)
+        try:
+            m.coll = LP_ALLREDUCE
+            m.op = _op(op)
+            m.alg = _alg_index(LP_ALLREDUCE, algorithm)
+            m.chunk = _chunk(chunk_bytes)
+            send = _input(sendbuf, recvbuf)
+            inplace = send is recvbuf
+            _get_buf(send, "sendbuf", &m.s)
+            _check_op(m.op, m.s.dtype)
+            if recvbuf is None:
+                recvbuf = _alloc_like(send, m.s.dtype, m.s.mem)
+            if inplace:
+                m.r = m.s
+                m.r.has_view = False
+            else:
+                _get_buf(recvbuf, "recvbuf", &m.r)
+                _check_pair(&m.s, &m.r, "sendbuf", "recvbuf")
+            if m.r.readonly:
+                raise ValueError("recvbuf is read-only")
+            if m.s.mem:
+                _sync_streams(&m.s, &m.r)
+        except BaseException:
+            _local_error(m.comm)
+            raise
+        m.rptr = m.r.ptr
+        m.keep = (send, recvbuf)
+        m.result = recvbuf
+        return m
+
+    @staticmethod
+    cdef Message for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes):
+        cdef Message m = Message.__new__(Message)
+        cdef object send = None
+        cdef int rank = 0
+        _comm(comm, &m.comm, &m.size)
+        try:
+            m.coll = LP_REDUCE
+            m.op = _op(op)
+            m.root = _check_root(root, m.size)
+            m.alg = _alg_index(LP_REDUCE, algorithm)
+            m.chunk = _chunk(chunk_bytes)
+            MPI_Comm_rank(m.comm, &rank)
+            is_root = rank == m.root
+            send = _input(sendbuf, recvbuf)
+            inplace = send is recvbuf
+            _get_buf(send, "sendbuf", &m.s)
+            _check_op(m.op, m.s.dtype)
+            if inplace:
+                m.r = m.s
+                m.r.has_view = False
+            elif recvbuf is not None:      # checked on every rank, written on the root only
+                _get_buf(recvbuf, "recvbuf", &m.r)
+                _check_pair(&m.s, &m.r, "sendbuf", "recvbuf")
+            elif is_root:
+                recvbuf = _alloc_like(send, m.s.dtype, m.s.mem)
+                _get_buf(recvbuf, "recvbuf", &m.r)
+            if (inplace or recvbuf is not None) and m.r.readonly:
+                raise ValueError("recvbuf is read-only")
+            if m.s.mem:
+                _sync_streams(&m.s, &m.r if is_root else NULL)
+        except BaseException:
+            _local_error(m.comm)
+            raise
+        m.rptr = m.r.ptr if is_root else NULL
+        m.keep = (send, recvbuf)
+        m.result = recvbuf if is_root else None
+        return m
+
+    @staticmethod
+    cdef Message for_bcast(buf, root, comm, algorithm, chunk_bytes):
+        cdef Message m = Message.__new__(Message)
+        _comm(comm, &m.comm, &m.size)
+        try:
+            m.coll = LP_BCAST
+            m.op = LP_SUM
+            m.root = _check_root(root, m.size)
+            m.alg = _alg_index(LP_BCAST, algorithm)
+            m.chunk = _chunk(chunk_bytes)
+            _get_buf(buf, "buf", &m.s)
+            if m.s.readonly:
+                raise ValueError("buf is read-only (it is written on every rank but the root)")
+            if m.s.mem:
+                _sync_streams(&m.s, NULL)
+        except BaseException:
+            _local_error(m.comm)
+            raise
+        m.rptr = m.s.ptr
+        m.keep = buf
+        m.result = buf
+        return m
+
+    cdef int prepare(self) except -1:
+        """The communicator's context, once (collective: its private duplicate and the table
+        agreement); warns when the ranks' tables differ."""
+        cdef int rc = LP_OK, first = 0
+        cdef MPI_Comm h = self.comm
+        if lp_comm_ready(h):
+            return 0
         with nogil:
-            lp_check_local_error(h)
-    return 0
+            rc = lp_comm_prepare(h, &first)
+        if rc != LP_OK:
+            _raise_status(rc)
+        if first:
+            _warn_tables()
+        return 0
+
+    cdef int run(self) except -1:
+        """The blocking collective (GIL released)."""
+        cdef int rc = LP_OK
+        self.prepare()
+        if _debug:
+            _debug_log(self)
+        with nogil:
+            if self.coll == LP_ALLREDUCE:
+                rc = lp_allreduce(self.comm, self.s.ptr, self.rptr, self.s.count, self.s.dtype,
+                                  self.op, self.alg, self.chunk, self.s.mem)
+            elif self.coll == LP_REDUCE:
+                rc = lp_reduce(self.comm, self.s.ptr, self.rptr, self.s.count, self.s.dtype,
+                               self.op, self.root, self.alg, self.chunk, self.s.mem)
+            else:
+                rc = lp_bcast(self.comm, self.s.ptr, self.s.count, self.s.dtype, self.root,
+                              self.alg, self.chunk, self.s.mem)
+        if rc != LP_OK:
+            _raise_status(rc)
+        return 0
+
+cdef str _source_name(int src):
+    return ("override", "table", "model", "requested")[src]
+
+cdef void _debug_log(Message m) except *:
+    """LPMPI_DEBUG=1: on rank 0, the decision (the engine's own, lp_choose) once per
+    collective, size bucket, communicator size and memory kind."""
+    cdef int rank = 0
+    cdef lp_choice_t ch
+    cdef int mem = 1 if (m.s.mem or _emulate) else 0
+    cdef size_t nbytes = m.s.count * lp_dtype_size(m.s.dtype)
+    MPI_Comm_rank(m.comm, &rank)
+    bucket = nbytes.bit_length()
+    key = (m.coll, bucket, m.size, mem)
+    if rank != 0 or key in _debug_seen:
+        return
+    _debug_seen.add(key)
+    if lp_choose(m.comm, m.coll, nbytes, mem, m.alg, m.chunk, &ch) != LP_OK:
+        return
+    chs = f" chunk {ch.chunk}" if lp_algo_chunked(ch.alg) else ""
+    where = " (device memory)" if mem else ""
+    tables = " (ranks' tables differ: rank 0's)" if ch.tables < 0 else ""
+    import sys
+    print(f"lpmpi: {COLLECTIVES[m.coll]} {nbytes} B{where} (bucket < 2^{bucket}) P={m.size}: "
+          f"{lp_algo_name(ch.alg).decode()}{chs} [{_source_name(ch.source)}]{tables}",
+          file=sys.stderr, flush=True)
 
 # ---------------------------------------------------------------- collectives
 def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None):
     """Reduce ``sendbuf`` over all ranks of ``comm`` and leave the result on every rank.
 
-    Returns ``recvbuf`` (a new numpy array when None).  In place: ``sendbuf`` is
+    Returns ``recvbuf`` (a new array like ``sendbuf`` when None).  In place: ``sendbuf`` is
     ``lpmpi.IN_PLACE`` (then ``recvbuf`` holds the input) or ``recvbuf is sendbuf``.
 
     >>> import numpy as np, lpmpi
     >>> y = lpmpi.allreduce(np.ones(4, np.float32))   # doctest: +SKIP
     """
-    cdef Buf s, r
-    cdef MPI_Comm h
-    cdef int size = 0, o = 0, alg = 0, rc
-    cdef size_t chunk = 0
-    cdef bint inplace
-    s.has_view = False
-    r.has_view = False
-    _comm(comm, &h, &size)
-    try:
-        o = _op(op)
-        alg = _alg_index(C_ALLREDUCE, algorithm)
-        chunk = _chunk(chunk_bytes)
-        inplace = sendbuf is _IN_PLACE
-        if inplace:
-            if recvbuf is None:
-                raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
-            sendbuf = recvbuf
-        elif recvbuf is sendbuf:
-            inplace = True
-        _get_buf(sendbuf, "sendbuf", &s)
-        _check_op(o, s.dtype)
-        if recvbuf is None:
-            recvbuf = _alloc_like(sendbuf, s.dtype, s.mem)
-        if inplace:
-            r = s
-            r.has_view = False
-        else:
-            _get_buf(recvbuf, "recvbuf", &r)
-            _check_pair(&s, &r, "sendbuf", "recvbuf")
-        if r.readonly:
-            raise ValueError("recvbuf is read-only")
-        if s.mem:
-            _sync_streams(&s, &r)
-    except BaseException:
-        _release(&s)
-        _release(&r)
-        _local_error(h)
-        raise
-    if _debug:
-        _debug_log(C_ALLREDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk, s.mem or _emulate)
-    try:
-        with nogil:
-            rc = lp_allreduce(h, s.ptr, r.ptr, s.count, s.dtype, o, alg, chunk, s.mem)
-    finally:
-        _release(&s)
-        _release(&r)
-    _after_call(rc)
-    return recvbuf
+    cdef Message m = Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes)
+    m.run()
+    return m.result
 
 
 def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
            chunk_bytes=None):
     """Reduce ``sendbuf`` over all ranks of ``comm`` into ``recvbuf`` on ``root``.
 
-    Returns ``recvbuf`` on the root (a new numpy array when None) and None elsewhere; a
-    ``recvbuf`` passed on another rank is checked but never written.  In place on the root:
-    ``sendbuf`` is ``lpmpi.IN_PLACE`` or ``recvbuf is sendbuf``.
+    Returns ``recvbuf`` on the root (a new array like ``sendbuf`` when None) and None
+    elsewhere; a ``recvbuf`` passed on another rank is checked but never written.  In place on
+    the root: ``sendbuf`` is ``lpmpi.IN_PLACE`` or ``recvbuf is sendbuf``.
 
     >>> import numpy as np, lpmpi
     >>> y = lpmpi.reduce(np.ones(4), root=0)   # doctest: +SKIP
     """
-    cdef Buf s, r
-    cdef MPI_Comm h
-    cdef int size = 0, o = 0, alg = 0, rc, rank
-    cdef size_t chunk = 0
-    cdef bint inplace, is_root
-    s.has_view = False
-    r.has_view = False
-    _comm(comm, &h, &size)
-    try:
-        o = _op(op)
-        _check_root(root, size)
-        alg = _alg_index(C_REDUCE, algorithm)
-        chunk = _chunk(chunk_bytes)
-        MPI_Comm_rank(h, &rank)
-        is_root = rank == _index(root)
-        inplace = sendbuf is _IN_PLACE
-        if inplace:
-            if recvbuf is None:
-                raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
-            sendbuf = recvbuf
-        elif recvbuf is sendbuf:
-            inplace = True
-        _get_buf(sendbuf, "sendbuf", &s)
-        _check_op(o, s.dtype)
-        if inplace:
-            r = s
-            r.has_view = False
-            if r.readonly:
-                raise ValueError("recvbuf is read-only")
-        elif recvbuf is not None:
-            _get_buf(recvbuf, "recvbuf", &r)
-            _check_pair(&s, &r, "sendbuf", "recvbuf")
-            if r.readonly:
-                raise ValueError("recvbuf is read-only")
-        elif is_root:
-            recvbuf = _alloc_like(sendbuf, s.dtype, s.mem)
-            _get_buf(recvbuf, "recvbuf", &r)
-        if s.mem:
-            _sync_streams(&s, &r if is_root else NULL)
-    except BaseException:
-        _release(&s)
-        _release(&r)
-        _local_error(h)
-        raise
-    cdef char *rp = r.ptr if is_root else NULL
-    cdef int rank_root = _index(root)
-    if _debug:
-        _debug_log(C_REDUCE, s.count * lp_dtype_size(s.dtype), h, alg, chunk, s.mem or _emulate)
-    try:
-        with nogil:
-            rc = lp_reduce(h, s.ptr, rp, s.count, s.dtype, o, rank_root, alg, chunk, s.mem)
-    finally:
-        _release(&s)
-        _release(&r)
-    _after_call(rc)
-    return recvbuf if is_root else None
+    cdef Message m = Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes)
+    m.run()
+    return m.result
 
 
 def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
@@ -698,60 +776,48 @@ def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
     >>> import numpy as np, lpmpi
     >>> x = lpmpi.bcast(np.arange(4.0), root=0)   # doctest: +SKIP
     """
-    cdef Buf b
-    cdef MPI_Comm h
-    cdef int size = 0, alg = 0, rc
-    cdef size_t chunk = 0
-    b.has_view = False
-    _comm(comm, &h, &size)
-    try:
-        _check_root(root, size)
-        alg = _alg_index(C_BCAST, algorithm)
-        chunk = _chunk(chunk_bytes)
-        if buf is _IN_PLACE or buf is None:
-            raise TypeError("buf must be an array, not IN_PLACE or None")
-        _get_buf(buf, "buf", &b)
-        if b.readonly:
-            raise ValueError("buf is read-only (it is written on every rank but the root)")
-        if b.mem:
-            _sync_streams(&b, NULL)
-    except BaseException:
-        _release(&b)
-        _local_error(h)
-        raise
-    cdef int rank_root = root
-    if _debug:
-        _debug_log(C_BCAST, b.count * lp_dtype_size(b.dtype), h, alg, chunk, b.mem or _emulate)
-    try:
-        with nogil:
-            rc = lp_bcast(h, b.ptr, b.count, b.dtype, rank_root, alg, chunk, b.mem)
-    finally:
-        _release(&b)
-    _after_call(rc)
-    return buf
+    cdef Message m = Message.for_bcast(buf, root, comm, algorithm, chunk_bytes)
+    m.run()
+    return m.result
 
-# ---------------------------------------------------------------- selection, model, tables
-def select(collective, nbytes, comm=None, memory="host"):
-    """``(algorithm, chunk_bytes)`` that algorithm="auto" would use (chunk None if unchunked)."""
-    info = explain_choice(collective, nbytes, comm, memory)
-    return info[0], info[1]
+# ---------------------------------------------------------------- the decision, model, tables
+def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk_bytes=None):
+    """The engine's decision for a call (lp_choose: the function the collectives use, on the
+    communicator's context when it has one; local, no communication).
 
-def explain_choice(collective, nbytes, comm=None, memory="host"):
-    """``(algorithm, chunk_bytes or None, source)`` with source 'override', 'table' or 'model'."""
-    cdef int size = 0, alg = 0, src = 0, w = 0
-    cdef size_t chunk = 0
+    Returns ``(algorithm, chunk_bytes or None, staging buffers or None, source, tables)``:
+    source 'override', 'table', 'model' or 'requested'; tables 'same' (every rank of comm
+    holds this table), 'rank 0' (they differ: rank 0's table and model are used) or
+    'unchecked' (no collective ran on comm yet)."""
+    cdef int size = 0, rc
     cdef lp_choice_t ch
     cdef int c = _coll_index(collective)
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
         raise ValueError(f"nbytes must be a non-negative int, got {nbytes!r}")
     if memory not in MEMORY_KINDS:
         raise ValueError(f"memory must be one of {MEMORY_KINDS}, got {memory!r}")
+    cdef int alg = _alg_index(c, algorithm)
+    cdef size_t chunk = _chunk(chunk_bytes)
     cdef MPI_Comm h
     _comm(comm, &h, &size)
-    lp_choose(h, c, nbytes, MEMORY_KINDS.index(memory), LP_ALG_AUTO, 0, &ch)
-    alg, chunk, src = ch.alg, ch.chunk, ch.source
-    name = lp_algo_name(alg).decode()
-    return name, (chunk if lp_algo_chunked(alg) else None), ("override", "table", "model")[src]
+    rc = lp_choose(h, c, nbytes, MEMORY_KINDS.index(memory), alg, chunk, &ch)
+    if rc != LP_OK:
+        _raise_status(rc)
+    tables = "same" if ch.tables > 0 else "rank 0" if ch.tables < 0 else "unchecked"
+    return (lp_algo_name(ch.alg).decode(), ch.chunk if lp_algo_chunked(ch.alg) else None,
+            ch.staging or None, _source_name(ch.source), tables)
+
+def explain_choice(collective, nbytes, comm=None, memory="host"):
+    """``(algorithm, chunk_bytes or None, source)`` of algorithm="auto": source 'override',
+    'table' or 'model'."""
+    alg, chunk, _, source, _ = choice(collective, nbytes, comm, memory)
+    return alg, chunk, source
+
+def select(collective, nbytes, comm=None, memory="host"):
+    """``(algorithm, chunk_bytes)`` that algorithm="auto" uses for this call (chunk None if
+    unchunked); the collectives' own decision (see :func:`lpmpi.explain`)."""
+    alg, chunk, _, _, _ = choice(collective, nbytes, comm, memory)
+    return alg, chunk
 
 def set_override(collective, algorithm, chunk_bytes):
     """Environment override for one collective (algorithm None = none, chunk None = none)."""
@@ -768,7 +834,7 @@ def model_set(double alpha, double beta, double gamma):
     lp_model_set(alpha, beta, gamma)
 
 def predict(collective, algorithm, int P, double nbytes, chunk_bytes=None):
-    """Model time in seconds of one algorithm (chunk None = the model's optimal chunk)."""
+    """Model time in seconds of one algorithm (chunk None = the model's best chunk)."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if alg < 0:
@@ -777,10 +843,21 @@ def predict(collective, algorithm, int P, double nbytes, chunk_bytes=None):
     return lp_algo_predict(alg, P, nbytes, ch)
 
 def best_chunk(collective, algorithm, int P, size_t nbytes):
+    """The model's best chunk among the powers of two CHUNK_MIN..CHUNK_MAX (None: unchunked)."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
+    if alg < 0:
+        raise ValueError("best_chunk needs a concrete algorithm")
     r = lp_best_chunk(alg, P, nbytes)
     return r or None
+
+def optimal_chunk(collective, algorithm, int P, double nbytes):
+    """The chunk (bytes, any real in [1, nbytes]) minimising the registry's cost formula."""
+    c = _coll_index(collective)
+    alg = _alg_index(c, algorithm)
+    if alg < 0:
+        raise ValueError("optimal_chunk needs a concrete algorithm")
+    return lp_optimal_chunk(alg, P, nbytes)
 
 def table_clear():
     lp_table_clear()
@@ -790,12 +867,12 @@ def table_set_hash(h):
     lp_table_set_hash(<uint64_t>(h & 0xFFFFFFFFFFFFFFFF))
 
 def table_mismatches():
-    """Communicators on which ranks held different tables (and so fell back to the model)."""
+    """Communicators on which ranks held different tables (and so follow rank 0's)."""
     return lp_table_mismatches()
 
 def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes,
               staging_buffers=None):
-    """One tuning row; staging_buffers (1..64, device memory's staged pipeline) optional."""
+    """One tuning row; staging_buffers (1..STAGING_MAX, device memory's staged pipeline) optional."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,

@@ -1,11 +1,10 @@
 """``lpmpi.explain``: what "auto" picks for a call and why."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from lpmpi import _core, model, tables
+from lpmpi import _core, _env, model, tables
 
 _SOURCES = {
     "override": "environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES)",
@@ -31,6 +30,10 @@ class Explanation:
     table_note: str = ""
     model: model.Model | None = None
     predictions: list[tuple[str, int | None, float]] = field(default_factory=list)
+    #: the communicator's tables: "same" (every rank holds this process's table), "rank 0"
+    #: (they differ: every rank follows rank 0's table and model) or "unchecked" (no collective
+    #: ran on it yet: this process's table is shown)
+    tables: str = "unchecked"
 
     def __str__(self) -> str:
         chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
@@ -48,6 +51,11 @@ class Explanation:
                          + f"  ({self.table_path})")
         elif self.table_note:
             lines.append(f"  table: {self.table_note}")
+        if self.tables == "rank 0":
+            lines.append("  ranks' tables: they differ on this communicator; every rank follows rank 0's "
+                         "table and model (the decision above); the table row shown is this process's")
+        elif self.tables == "unchecked":
+            lines.append("  ranks' tables: not compared yet (the first collective on this communicator does)")
         if self.model is not None:
             lines.append(f"  model: {self.model}")
         lines.append("  model prediction per algorithm:")
@@ -85,11 +93,11 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     """
     from mpi4py import MPI
 
-    alg, chunk, source = _core.explain_choice(collective, nbytes, comm, memory)
+    alg, chunk, _, source, agreed = _core.choice(collective, nbytes, comm, memory)
     nprocs = (MPI.COMM_WORLD if comm is None else comm).Get_size()
     path, row, note = _table_context(collective, nbytes, nprocs, memory)
-    if _core.table_mismatches():
-        note += " (ranks held different tables on some communicator: the model is used there)"
-    env = {k: v for k, v in os.environ.items() if k in ("LPMPI_ALGORITHM", "LPMPI_CHUNK_BYTES")}
+    s = _env.settings
+    env = {k: str(v) for k, v in (("LPMPI_ALGORITHM", s.algorithm), ("LPMPI_CHUNK_BYTES", s.chunk_bytes))
+           if v is not None}
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
-                       model.current(), model.predict_all(collective, nprocs, nbytes))
+                       model.current(), model.predict_all(collective, nprocs, nbytes), agreed)

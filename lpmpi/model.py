@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from lpmpi import _core
+from lpmpi import _core, engine
 
 PINGPONG_SIZES = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20)
 GAMMA_BYTES = 8 << 20
-MIN_CHUNK = 1 << 10
-MAX_CHUNK = 1 << 24
+MIN_CHUNK = engine.CHUNK_MIN
+MAX_CHUNK = engine.CHUNK_MAX
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def predict(collective: str, algorithm: str, nprocs: int, nbytes: float,
 
 
 def best_chunk(collective: str, algorithm: str, nprocs: int, nbytes: int) -> int | None:
-    """The engine's model-optimal chunk (a power of two, 1 KiB .. 16 MiB), None if unchunked."""
+    """The engine's model-optimal chunk (a power of two, MIN_CHUNK .. MAX_CHUNK), None if unchunked."""
     return _core.best_chunk(collective, algorithm, nprocs, nbytes)
 
 
@@ -84,16 +84,20 @@ def predict_all(collective: str, nprocs: int, nbytes: int) -> list[tuple[str, in
     return sorted(out, key=lambda r: r[2])
 
 
-def lp_optimal_chunk(nprocs: int, nbytes: float, model: Model | None = None) -> float:
-    """The analytic LP chunk: b minimising (P - 1 + n/b)(alpha + b(beta + gamma)),
-    b* = sqrt(n alpha / ((P - 1)(beta + gamma))), clipped to [1 byte, n]."""
-    m = current() if model is None else model
-    if nprocs < 2 or nbytes <= 0:
-        return float(max(nbytes, 1))
-    per_byte = m.beta + m.gamma
-    if per_byte <= 0:
-        return float(nbytes)
-    return min(float(nbytes), max(1.0, math.sqrt(nbytes * m.alpha / ((nprocs - 1) * per_byte))))
+def optimal_chunk(collective: str, algorithm: str, nprocs: int, nbytes: float) -> float | None:
+    """The chunk (bytes, any real in [1, nbytes]) minimising the registry's cost formula of a
+    chunked algorithm under the current parameters (a numeric search in the engine: the one
+    place the formula lives); None for an unchunked algorithm.
+
+    >>> c = optimal_chunk("reduce", "lp", 4, 1 << 20)
+    >>> 1 <= c <= 1 << 20
+    True
+    """
+    if not engine.chunked(collective).get(algorithm, False):
+        if algorithm not in _core.algorithms(collective):
+            raise ValueError(f"unknown {collective} algorithm {algorithm!r}")
+        return None
+    return float(_core.optimal_chunk(collective, algorithm, nprocs, nbytes))
 
 
 def pow2_chunk(chunk: float, nbytes: int) -> int:
@@ -104,8 +108,9 @@ def pow2_chunk(chunk: float, nbytes: int) -> int:
 
 
 def grid_chunks(nbytes: int) -> list[int]:
-    """The chunk sizes of the exhaustive grid: powers of two from 1 KiB up to the message size,
-    at most 16 MiB (at least one: 1 KiB)."""
+    """The chunk sizes of the exhaustive grid: powers of two from MIN_CHUNK up to the message
+    size, at most MAX_CHUNK (at least one: MIN_CHUNK); the engine's lp_best_chunk searches the
+    same grid."""
     top = max(MIN_CHUNK, min(MAX_CHUNK, 1 << max(0, int(nbytes).bit_length() - 1)))
     return [1 << k for k in range(MIN_CHUNK.bit_length() - 1, top.bit_length())]
 
@@ -114,8 +119,8 @@ def grid(collective: str, nbytes: int) -> list[tuple[str, int | None]]:
     """The exhaustive grid of a bucket, the yardstick of the tuner's regret: every unchunked
     algorithm once, every chunked one with every chunk of :func:`grid_chunks`."""
     out: list[tuple[str, int | None]] = []
-    for name, _, chunked in _core._algorithm_info(collective):
-        out += [(name, c) for c in grid_chunks(nbytes)] if chunked else [(name, None)]
+    for a in engine.algorithm_info(collective):
+        out += [(a.name, c) for c in grid_chunks(nbytes)] if a.chunked else [(a.name, None)]
     return out
 
 

@@ -47,14 +47,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lpmpi import _env, engine
+
 TABLE_VERSION = 1
 VERSION_KEY = "lpmpi_table_version"
 ENV_FILE = "LPMPI_TUNING_FILE"
 SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tables")
-COLLECTIVES = ("allreduce", "reduce", "bcast")
-MEMORY_KINDS = ("host", "cuda")
+COLLECTIVES = engine.COLLECTIVES
+MEMORY_KINDS = engine.MEMORY_KINDS
 INF = "inf"
-STAGING_RANGE = (1, 64)   # staging buffers of a row (the engine's 1..LP_MAX_EVENTS / 4)
+STAGING_RANGE = (1, engine.STAGING_MAX)   # staging buffers of a row
 
 
 class TuningWarning(UserWarning):
@@ -269,9 +271,7 @@ def _fingerprint_fields(fp: Any) -> dict[str, Any]:
 
 def default_algorithms() -> dict[str, dict[str, bool]]:
     """``{collective: {algorithm: chunked}}`` from the engine's registry."""
-    from lpmpi import _core
-
-    return {c: {name: chunked for name, _, chunked in _core._algorithm_info(c)} for c in COLLECTIVES}
+    return {c: {a.name: a.chunked for a in engine.algorithm_info(c)} for c in COLLECTIVES}
 
 
 def parse_table(doc: Any, path: str | None = None,
@@ -443,7 +443,7 @@ def describe(here: Mapping[str, Any]) -> list[str]:
     with fingerprint ``here`` (see :func:`fingerprint`) and why others do not."""
     st = status()
     lines = [f"tuning tables: {st.source}"
-             + (f" ({os.environ.get(ENV_FILE)})" if st.source == ENV_FILE else f" ({SHIPPED_DIR})"
+             + (f" ({_env.settings.tuning_file})" if st.source == ENV_FILE else f" ({SHIPPED_DIR})"
                 if st.source == "shipped" else "")]
     nprocs, memory = int(here.get("nprocs", 0)), str(here.get("memory", "host"))
     for t in st.applied:
@@ -481,7 +481,7 @@ def rows_hash(tables: Sequence[Table]) -> int:
 
 
 def _candidates() -> tuple[str, list[str]]:
-    env = os.environ.get(ENV_FILE, "").strip()
+    env = _env.settings.tuning_file or ""
     if env.lower() in ("none", "off", "0"):
         return "disabled", []
     if env:

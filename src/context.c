@@ -155,6 +155,11 @@ cleanup:
     return rc;
 }
 
+int lp_comm_ready(MPI_Comm comm) {
+    lp_ctx_t *ctx = NULL;
+    return lp_ctx_find(comm, &ctx) == LP_OK && ctx && ctx->tables != 0;
+}
+
 int lp_comm_prepare(MPI_Comm comm, int *first_mismatch) {
     lp_ctx_t *ctx;
     return lp_ctx_ready(comm, &ctx, first_mismatch);

@@ -108,6 +108,8 @@ const char *lp_errwhere(void);
  * differently would deadlock).  lp_comm_prepare does that step (idempotent; the collectives
  * call it themselves); *first_mismatch is set to 1 when this call found the tables differing. */
 int lp_comm_prepare(MPI_Comm comm, int *first_mismatch);
+/* 1 when comm's context exists and is prepared (local and cheap: one attribute lookup) */
+int lp_comm_ready(MPI_Comm comm);
 /* live contexts and the communicators whose ranks held different tables (tests, info) */
 long lp_comm_contexts(void);
 long lp_table_mismatches(void);

@@ -1,0 +1,145 @@
+"""lpmpi's environment variables, read in one place, once, at import (as NCCL reads NCCL_*).
+
+Every variable lpmpi reads is in :data:`VARIABLES` (the README's and docs/api.md's tables come
+from the same list); :func:`read` parses them all, warning once about each value it cannot use
+(and then ignoring it), and :func:`apply` hands them to the engine.  Nothing else in lpmpi reads
+``os.environ`` for an ``LPMPI_*`` name.
+
+>>> s = read({"LPMPI_CHUNK_BYTES": "256KiB", "LPMPI_ALGORITHM": "LP"})
+>>> s.chunk_bytes, s.algorithm
+(262144, 'lp')
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lpmpi._units import parse_size
+
+#: (name, value, what it does): every variable lpmpi reads
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("LPMPI_ALGORITHM", "name", 'force "auto" to one algorithm (lp, mst, be, ring, native; any case); '
+     "a collective lacking it stays on auto"),
+    ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (8, 64K, 1MiB, ...)"),
+    ("LPMPI_TUNING_FILE", "path|none", "load this tuning table instead of the shipped ones; none: no table"),
+    ("LPMPI_WINDOW", "1..64", "chunks in flight per direction of the pipelines (default 4)"),
+    ("LPMPI_CHECK", "0|1", "check on every call that all ranks agree (count, dtype, op, root, "
+     "algorithm, chunk): MismatchError instead of a hang"),
+    ("LPMPI_DEBUG", "0|1", "print on rank 0 each choice of auto (once per collective and size) and "
+     "the source file:line of every error"),
+    ("LPMPI_STAGING_BUFFERS", "1..64", "staging buffers per direction of the staged device pipeline "
+     "(default 4)"),
+    ("LPMPI_CUDA_AWARE", "0|1", "device memory: force the transport (1: the MPI library reads device "
+     "memory, 0: staged through the host); unset: ask the library"),
+    ("LPMPI_EMULATE_STAGING", "0|1", "emulate the staged device path on the host (every buffer is "
+     "treated as device memory; tests)"),
+    ("LPMPI_MAX_MSG_BYTES", "size", "largest single MPI message (bigger transfers are split; tests)"),
+)
+
+_FALSE = ("", "0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The parsed environment (None / 0: not set, the engine's default)."""
+
+    algorithm: str | None = None       # lower case; None for unset or "auto"
+    chunk_bytes: int | None = None
+    tuning_file: str | None = None     # as given ("none" disables tables)
+    window: int = 0
+    check: bool = False
+    debug: bool = False
+    staging_buffers: int = 0
+    cuda_aware: int = -1               # -1 ask the MPI library, 0 staged, 1 aware
+    emulate_staging: bool = False
+    max_msg_bytes: int = 0
+
+
+def _ignore(name: str, value: str, why: str) -> None:
+    warnings.warn(f"lpmpi: ignoring {name}={value!r} ({why})", stacklevel=4)
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() not in _FALSE
+
+
+def _size(env: Mapping[str, str], name: str) -> int:
+    v = env.get(name, "").strip()
+    if not v:
+        return 0
+    try:
+        n = int(v, 0) if v.lower().startswith("0x") else parse_size(v)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        _ignore(name, v, "not a positive size such as 4096, 64K or 1MiB")
+        return 0
+    return n
+
+
+def _ranged(env: Mapping[str, str], name: str, lo: int, hi: int) -> int:
+    v = env.get(name, "").strip()
+    if not v:
+        return 0
+    try:
+        n = int(v, 0)
+    except ValueError:
+        n = lo - 1
+    if not lo <= n <= hi:
+        _ignore(name, v, f"not an integer in {lo}..{hi}")
+        return 0
+    return n
+
+
+def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ()) -> Settings:
+    """Parse ``env`` (default ``os.environ``); ``algorithms``: the names LPMPI_ALGORITHM may
+    take (empty: any).  Bad values warn and are ignored."""
+    env = os.environ if env is None else env
+    alg = env.get("LPMPI_ALGORITHM", "").strip().lower() or None
+    if alg == "auto":
+        alg = None
+    if alg is not None and algorithms and alg not in algorithms:
+        _ignore("LPMPI_ALGORITHM", env["LPMPI_ALGORITHM"], f"unknown algorithm; one of {', '.join(algorithms)}")
+        alg = None
+    aware = env.get("LPMPI_CUDA_AWARE", "").strip()
+    return Settings(
+        algorithm=alg,
+        chunk_bytes=_size(env, "LPMPI_CHUNK_BYTES") or None,
+        tuning_file=env.get("LPMPI_TUNING_FILE", "").strip() or None,
+        window=_ranged(env, "LPMPI_WINDOW", 1, 64),
+        check=_flag(env, "LPMPI_CHECK"),
+        debug=_flag(env, "LPMPI_DEBUG"),
+        staging_buffers=_ranged(env, "LPMPI_STAGING_BUFFERS", 1, 64),
+        cuda_aware=-1 if not aware else int(_flag(env, "LPMPI_CUDA_AWARE")),
+        emulate_staging=_flag(env, "LPMPI_EMULATE_STAGING"),
+        max_msg_bytes=_size(env, "LPMPI_MAX_MSG_BYTES"),
+    )
+
+
+#: what :func:`apply` read at import
+settings = Settings()
+
+
+def apply() -> Settings:
+    """Read the environment and configure the engine with it (once, at import of lpmpi)."""
+    global settings
+    from lpmpi import _core
+
+    names = tuple(sorted({a for c in _core.COLLECTIVES for a in _core.algorithms(c)}))
+    settings = s = read(algorithms=names)
+    _core._configure(s.max_msg_bytes, s.window, s.check, s.debug)
+    _core._configure_device(s.emulate_staging, s.cuda_aware, s.staging_buffers)
+    for coll in _core.COLLECTIVES:
+        # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
+        _core.set_override(coll, s.algorithm if s.algorithm in _core.algorithms(coll) else None,
+                           s.chunk_bytes)
+    return s
+
+
+def table_text() -> str:
+    """The variables as a Markdown table (README.md, docs/api.md)."""
+    lines = ["| variable | value | effect |", "|---|---|---|"]
+    lines += [f"| `{n}` | {v} | {w} |" for n, v, w in VARIABLES]
+    return "\n".join(lines)
