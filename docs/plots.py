@@ -13,14 +13,18 @@ MEASURED, SIMULATED or MODELLED numbers.  Needs matplotlib (pip install '.[examp
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    plt = None
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
@@ -199,17 +203,21 @@ def sgd_split() -> None:
 FIGS = {"time-vs-p": time_vs_p, "busbw": busbw, "sgd-loss": sgd_loss, "sgd-split": sgd_split}
 
 
-def main() -> None:
-    what = sys.argv[1:] or ["all"]
-    for w in what:
-        if w == "all":
-            for f in FIGS.values():
-                f()
-        elif w in FIGS:
-            FIGS[w]()
-        else:
-            raise SystemExit(f"unknown figure {w!r}; choose from {', '.join(FIGS)}, all")
+def main(argv: list[str] | None = None) -> int:
+    """Draw the figures named on the command line (default: all); 1 without matplotlib."""
+    ap = argparse.ArgumentParser(prog="python docs/plots.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("figures", nargs="*", choices=[*FIGS, "all"], default=["all"], metavar="FIGURE",
+                    help=f"figures to draw: {', '.join(FIGS)} or all (default: all)")
+    args = ap.parse_args(argv)
+    if plt is None:
+        print("docs/plots.py needs matplotlib: install it with pip install matplotlib "
+              "(or pip install '.[examples]').", file=sys.stderr)
+        return 1
+    for w in args.figures:
+        for f in FIGS.values() if w == "all" else [FIGS[w]]:
+            f()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,7 +13,7 @@ from mpi4py import MPI  # initializes MPI and loads libmpi before the extension
 from lpmpi._errors import LPError, MismatchError
 
 try:
-    from lpmpi import _core
+    from lpmpi import _core  # noqa: F401  (the engine; its absence is the error below)
 except ImportError as _e:  # the source tree, not an installed build
     if "_core" not in str(_e):
         raise
@@ -24,14 +24,31 @@ except ImportError as _e:  # the source tree, not an installed build
         f"{_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))}; install lpmpi "
         f"(pip install .) and run from another directory, or use the console scripts "
         f"(lpmpi-bench, lpmpi-info, lpmpi-tune)") from None
-from lpmpi._core import Op, allreduce, reduce, bcast, algorithms, select
 from lpmpi import _env
+from lpmpi._core import Op, algorithms, allreduce, bcast, reduce, select
 
 __version__ = "0.1.0"
 __all__ = [
-    "allreduce", "reduce", "bcast", "algorithms", "select", "IN_PLACE", "Op",
-    "SUM", "PROD", "MAX", "MIN", "AVG", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
-    "LPError", "MismatchError",
+    "AVG",
+    "BAND",
+    "BOR",
+    "BXOR",
+    "IN_PLACE",
+    "LAND",
+    "LOR",
+    "LXOR",
+    "MAX",
+    "MIN",
+    "PROD",
+    "SUM",
+    "LPError",
+    "MismatchError",
+    "Op",
+    "algorithms",
+    "allreduce",
+    "bcast",
+    "reduce",
+    "select",
 ]
 
 IN_PLACE = MPI.IN_PLACE

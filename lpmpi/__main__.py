@@ -1,6 +1,8 @@
-"""``python -m lpmpi info``: what this lpmpi build is and what "auto" would choose.
+"""``lpmpi-info`` / ``python -m lpmpi info``: what this lpmpi build is and what "auto" chooses.
 
-Run it alone or under mpiexec (``mpiexec -n 2 python -m lpmpi info``); rank 0 prints.
+``python -m lpmpi`` also runs the benchmark (``python -m lpmpi bench ...``, the same as
+``lpmpi-bench``) and the tuner (``python -m lpmpi tune ...``, the same as ``lpmpi-tune``).
+Run it alone or under mpiexec (``mpiexec -n 2 lpmpi-info``); rank 0 prints.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def info() -> None:
     from mpi4py import MPI
 
     import lpmpi
-    from lpmpi import _core
+    from lpmpi import _core, engine
 
     comm = MPI.COMM_WORLD
     here = lpmpi.tables.fingerprint(comm)   # collective: before the other ranks wait
@@ -53,18 +55,44 @@ def info() -> None:
         print(line)
     env = {k: v for k, v in os.environ.items() if k.startswith("LPMPI_")}
     print(f"environment: {env if env else 'no LPMPI_* variables'}")
-    print(f'"auto" at P = {comm.size} (host memory):')
-    for coll in ("allreduce", "reduce", "bcast"):
+    tables = _core.choice("allreduce", 8, comm)[4]
+    agree = {"same": "every rank holds this table",
+             "rank 0": "the ranks' tables differ: every rank follows rank 0's",
+             "unchecked": "not compared yet"}[tables]
+    print(f'"auto" at P = {comm.size} (host memory; ranks\' tables: {agree}):')
+    for coll in engine.COLLECTIVES:
         for n in (8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26):
-            alg, chunk, src = _core.explain_choice(coll, n, comm)
+            alg, chunk, _, src, _ = _core.choice(coll, n, comm)
             ch = f", chunk {_size(chunk)}" if chunk else ""
             print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
     comm.Barrier()
 
 
+def info_main(argv: list[str] | None = None) -> int:
+    """``lpmpi-info``."""
+    p = argparse.ArgumentParser(prog="lpmpi-info", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    p.parse_args(argv)
+    info()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lpmpi", description=__doc__.splitlines()[0])
-    p.add_argument("command", choices=["info"], nargs="?", default="info")
+    """``python -m lpmpi [info | bench ... | tune ...]``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        from lpmpi.bench.cli import main as bench_main
+
+        return bench_main(argv[1:])
+    if argv[:1] == ["tune"]:
+        from tuner.cli import main as tune_main
+
+        return int(tune_main(argv[1:]) or 0)
+    p = argparse.ArgumentParser(
+        prog="python -m lpmpi",
+        description="lpmpi's tools: info (this build and what auto chooses), bench (the "
+                    "benchmark, as lpmpi-bench), tune (the autotuner, as lpmpi-tune); "
+                    "`python -m lpmpi bench --help` for its options")
+    p.add_argument("command", choices=["info", "bench", "tune"], nargs="?", default="info")
     p.parse_args(argv)
     info()
     return 0

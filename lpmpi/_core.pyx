@@ -13,6 +13,7 @@ restates them.  The environment is read by :mod:`lpmpi._env`, which calls ``_con
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_FORMAT,
                              PyBUF_C_CONTIGUOUS)
 from libc.string cimport memset
+cimport cython
 cimport numpy as cnp
 from mpi4py cimport MPI
 from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_SUCCESS, MPI_MAX_ERROR_STRING,
@@ -53,12 +54,16 @@ Op = _enum.IntEnum("Op", [(n.upper(), i) for i, n in enumerate(OP_NAMES)], modul
 Op.__doc__ = ("Reduction operations: ``lpmpi.SUM`` ... ``lpmpi.BXOR`` (values are the engine's "
               "op codes; ``str`` names such as ``'sum'`` and ``MPI.SUM`` are accepted too).")
 
-# (kind, itemsize) -> dtype code, for numpy dtypes (bfloat16 has no numpy kind: by name)
+# (kind, itemsize) -> dtype code, for numpy dtypes (bfloat16 has no numpy kind: by name); a C
+# table for the per-call path (numpy's kind characters are ASCII, item sizes at most 16)
 cdef dict _KIND = {}
+cdef signed char _KIND_CODE[128][17]
+memset(_KIND_CODE, -1, sizeof(_KIND_CODE))
 for _i, _n in enumerate(DTYPE_NAMES):
     if _n != "bfloat16":
         _d = np.dtype(_n)
         _KIND[(_d.kind.encode(), _d.itemsize)] = _i
+        _KIND_CODE[ord(_d.kind)][_d.itemsize] = _i
 # buffer-protocol format character -> numpy kind
 cdef dict _FORMAT = {
     "?": b"b", "b": b"i", "h": b"i", "i": b"i", "l": b"i", "q": b"i", "n": b"i",
@@ -240,9 +245,15 @@ for _i, _n in enumerate(OP_NAMES):
     _OPS[_n] = _i
     _OPS[_n.upper()] = _i
 
+cdef object _OpType = Op
+
 cdef int _op(op) except -1:
     cdef MPI_Op h
-    if isinstance(op, Op):
+    if type(op) is str:                 # the default, "sum": the fast path
+        i = _OPS.get(op)
+        if i is not None:
+            return i
+    if type(op) is _OpType or isinstance(op, _OpType):
         return op
     if isinstance(op, str):
         i = _OPS.get(op)
@@ -278,11 +289,11 @@ cdef int _numpy_dtype(cnp.ndarray a) except -2:
     cdef cnp.dtype d = <cnp.dtype>cnp.PyArray_DESCR(a)
     if not cnp.PyArray_ISNOTSWAPPED(a):
         raise TypeError("byte-swapped (non-native byte order) arrays are not supported")
-    t = _KIND.get((bytes([d.kind]), d.itemsize)) if d.kind in b"biufc" else None
-    if t is None:
-        if d.itemsize == 2 and d.name == "bfloat16":
-            return BF16
-        return -1
+    cdef int t = -1
+    if 0 <= d.kind < 128 and 0 <= d.itemsize <= 16:
+        t = _KIND_CODE[d.kind][d.itemsize]
+    if t < 0 and d.itemsize == 2 and d.name == "bfloat16":
+        return BF16
     return t
 
 cdef int _format_dtype(Py_buffer *v) except -2:
@@ -561,6 +572,8 @@ cdef void _warn_tables() noexcept:
         pass
 
 # ---------------------------------------------------------------- the message of a call
+@cython.no_gc          # holds buffers and their objects, never itself: no cycle through it
+@cython.freelist(8)
 cdef class Message:
     """The buffers and arguments of one collective call, normalised and validated (after
     mpi4py's ``_p_msg_cco``).
@@ -575,7 +588,7 @@ cdef class Message:
     cdef int coll, op, root, alg, size
     cdef size_t chunk
     cdef char *rptr               # the result's buffer (NULL on the non-roots of reduce)
-    cdef object keep              # the Python objects behind s and r
+    cdef object keep_s, keep_r    # the Python objects behind s and r
     cdef readonly object result   # what the call returns
 
     def __dealloc__(self):
@@ -612,7 +625,8 @@ cdef class Message:
             _local_error(m.comm)
             raise
         m.rptr = m.r.ptr
-        m.keep = (send, recvbuf)
+        m.keep_s = send
+        m.keep_r = recvbuf
         m.result = recvbuf
         return m
 
@@ -651,7 +665,8 @@ cdef class Message:
             _local_error(m.comm)
             raise
         m.rptr = m.r.ptr if is_root else NULL
-        m.keep = (send, recvbuf)
+        m.keep_s = send
+        m.keep_r = recvbuf
         m.result = recvbuf if is_root else None
         return m
 
@@ -674,7 +689,7 @@ cdef class Message:
             _local_error(m.comm)
             raise
         m.rptr = m.s.ptr
-        m.keep = buf
+        m.keep_s = buf
         m.result = buf
         return m
 

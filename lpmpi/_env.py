@@ -16,25 +16,28 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lpmpi import engine
 from lpmpi._units import parse_size
+
+_W, _S = engine.WINDOW_MAX, engine.STAGING_MAX
 
 #: (name, value, what it does): every variable lpmpi reads
 VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("LPMPI_ALGORITHM", "name", 'force "auto" to one algorithm (lp, mst, be, ring, native; any case); '
-     "a collective lacking it stays on auto"),
+    ("LPMPI_ALGORITHM", "name", ('force "auto" to one algorithm (lp, mst, be, ring, native; any '
+     "case); a collective lacking it stays on auto")),
     ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (8, 64K, 1MiB, ...)"),
     ("LPMPI_TUNING_FILE", "path|none", "load this tuning table instead of the shipped ones; none: no table"),
-    ("LPMPI_WINDOW", "1..64", "chunks in flight per direction of the pipelines (default 4)"),
-    ("LPMPI_CHECK", "0|1", "check on every call that all ranks agree (count, dtype, op, root, "
-     "algorithm, chunk): MismatchError instead of a hang"),
-    ("LPMPI_DEBUG", "0|1", "print on rank 0 each choice of auto (once per collective and size) and "
-     "the source file:line of every error"),
-    ("LPMPI_STAGING_BUFFERS", "1..64", "staging buffers per direction of the staged device pipeline "
-     "(default 4)"),
-    ("LPMPI_CUDA_AWARE", "0|1", "device memory: force the transport (1: the MPI library reads device "
-     "memory, 0: staged through the host); unset: ask the library"),
-    ("LPMPI_EMULATE_STAGING", "0|1", "emulate the staged device path on the host (every buffer is "
-     "treated as device memory; tests)"),
+    ("LPMPI_WINDOW", f"1..{_W}", "chunks in flight per direction of the pipelines (default 4)"),
+    ("LPMPI_CHECK", "0|1", ("check on every call that all ranks agree (count, dtype, op, root, "
+     "algorithm, chunk): MismatchError instead of a hang")),
+    ("LPMPI_DEBUG", "0|1", ("print on rank 0 each choice of auto (once per collective and size) and "
+     "the source file:line of every error")),
+    ("LPMPI_STAGING_BUFFERS", f"1..{_S}", ("staging buffers per direction of the staged device pipeline "
+     "(default 4)")),
+    ("LPMPI_CUDA_AWARE", "0|1", ("device memory: force the transport (1: the MPI library reads device "
+     "memory, 0: staged through the host); unset: ask the library")),
+    ("LPMPI_EMULATE_STAGING", "0|1", ("emulate the staged device path on the host (every buffer is "
+     "treated as device memory; tests)")),
     ("LPMPI_MAX_MSG_BYTES", "size", "largest single MPI message (bigger transfers are split; tests)"),
 )
 
@@ -108,10 +111,10 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         algorithm=alg,
         chunk_bytes=_size(env, "LPMPI_CHUNK_BYTES") or None,
         tuning_file=env.get("LPMPI_TUNING_FILE", "").strip() or None,
-        window=_ranged(env, "LPMPI_WINDOW", 1, 64),
+        window=_ranged(env, "LPMPI_WINDOW", 1, _W),
         check=_flag(env, "LPMPI_CHECK"),
         debug=_flag(env, "LPMPI_DEBUG"),
-        staging_buffers=_ranged(env, "LPMPI_STAGING_BUFFERS", 1, 64),
+        staging_buffers=_ranged(env, "LPMPI_STAGING_BUFFERS", 1, _S),
         cuda_aware=-1 if not aware else int(_flag(env, "LPMPI_CUDA_AWARE")),
         emulate_staging=_flag(env, "LPMPI_EMULATE_STAGING"),
         max_msg_bytes=_size(env, "LPMPI_MAX_MSG_BYTES"),
@@ -141,5 +144,5 @@ def apply() -> Settings:
 def table_text() -> str:
     """The variables as a Markdown table (README.md, docs/api.md)."""
     lines = ["| variable | value | effect |", "|---|---|---|"]
-    lines += [f"| `{n}` | {v} | {w} |" for n, v, w in VARIABLES]
+    lines += [f"| `{n}` | {v.replace('|', chr(92) + '|')} | {w} |" for n, v, w in VARIABLES]
     return "\n".join(lines)

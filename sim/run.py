@@ -95,7 +95,7 @@ SELECTORS = ["mpich", "ompi"]
 
 def simgrid_version() -> str:
     try:
-        out = subprocess.run(["smpirun", "-version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["smpirun", "-version"], capture_output=True, text=True, timeout=30, check=False)
         return (out.stdout + out.stderr).strip().splitlines()[0]
     except (OSError, IndexError, subprocess.SubprocessError):
         return "unknown"
@@ -118,7 +118,8 @@ def smpirun(platform: str, nprocs: int, args: list[str], extra_cfg: list[str], t
            *extra_cfg, str(BUILD / "lpsim-smpi"), *args]
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir(),
+                              check=False)
         out = proc.stdout + proc.stderr
         rows = parse_lpsim(proc.stdout)
         if proc.returncode != 0:
@@ -151,7 +152,7 @@ def save(platform: str, rows: list[dict], meta: dict, fresh: bool = False) -> No
     path = RESULTS / f"{platform}.json"
     fresh = fresh or not path.exists()
     doc = {"meta": {}, "rows": []} if fresh else json.loads(path.read_text())
-    key = lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"], r.get("charge_gamma") or 0)  # noqa: E731
+    key = lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"], r.get("charge_gamma") or 0)
     new = {key(r) for r in rows}
     doc["rows"] = [r for r in doc["rows"] if key(r) not in new] + rows
     doc["rows"].sort(key=lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"]))
@@ -205,7 +206,7 @@ def verify(args: argparse.Namespace) -> None:
     ok = True
     for coll in ("allreduce", "reduce", "bcast"):
         for P in (2, 3, 5, 8):
-            got, wall, cmd = smpirun("fattree", P, ["--coll", coll, "--verify", "--root", str(P - 1),
+            got, wall, _ = smpirun("fattree", P, ["--coll", coll, "--verify", "--root", str(P - 1),
                                                     "--sizes", "4,1000,100004", "--chunk", "4096",
                                                     "--algs", ",".join(LPMPI_ALGS[coll] + ["native"]),
                                                     "--reps", "1"], [], 300)
@@ -226,7 +227,7 @@ def here(args: argparse.Namespace) -> None:
 
     def measured(P: int, cargs: list[str]) -> list[dict]:
         cmd = [mpiexec, "-n", str(P), exe, *cargs]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env, check=False)
         if proc.returncode:
             print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
         return [dict(r, _cmd=" ".join(cmd)) for r in parse_lpsim(proc.stdout)]
@@ -297,21 +298,51 @@ def here(args: argparse.Namespace) -> None:
     save("here", rows, meta, fresh=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["build", "fattree", "pcie8", "here", "verify"])
-    ap.add_argument("--P", type=lambda s: [int(x) for x in s.split(",")])
-    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")])
+SIMGRID = "install SimGrid (https://simgrid.org; e.g. apt-get install simgrid) so that it is on PATH"
+
+
+def missing(what: str) -> str | None:
+    """Why ``what`` cannot run here (a tool or a driver missing), in one sentence, or None."""
+    if what == "build":
+        if not shutil.which("smpicc"):
+            return f"sim/run.py build needs SimGrid's smpicc: {SIMGRID}."
+        if not shutil.which("make"):
+            return "sim/run.py build needs make: install it (e.g. apt-get install make)."
+        return None
+    if not shutil.which("smpirun"):
+        return f"sim/run.py {what} needs SimGrid's smpirun: {SIMGRID}."
+    drivers = [BUILD / "lpsim-smpi"] + ([BUILD / "lpsim-mpi"] if what == "here" else [])
+    absent = [d.name for d in drivers if not d.exists()]
+    if absent:
+        return f"sim/run.py {what} needs {', '.join(absent)}: build it first with python sim/run.py build."
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Needs SimGrid (smpicc, smpirun) on PATH; `here` also mpiexec.")
+    ap.add_argument("what", choices=["build", "fattree", "pcie8", "here", "verify"],
+                    help="build the drivers, simulate a platform (fattree, pcie8), measure and simulate "
+                    "this machine (here), or check the engine's results under SMPI (verify)")
+    ap.add_argument("--P", type=lambda s: [int(x) for x in s.split(",")],
+                    help="comma-separated process counts (default: the platform's)")
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                    help="comma-separated message sizes in bytes (default: the platform's)")
     ap.add_argument("--algs", help="labels: lp,mst,be,ring,smpi-mpich,smpi-ompi (default all)")
     ap.add_argument("--coll", default="allreduce", help="comma-separated collectives (default allreduce)")
-    ap.add_argument("--reps", type=int, default=1, help="simulated runs are deterministic: 1 is enough")
+    ap.add_argument("--reps", type=int, default=1, help="repetitions per size (default 1: simulated runs are deterministic)")
     ap.add_argument("--warmup", type=int, default=0, help="untimed calls first (default 0: simulated time is deterministic; the first call includes lpmpi's context set-up)")
-    ap.add_argument("--charge-gamma", type=float, default=0.0)
+    ap.add_argument("--charge-gamma", type=float, default=0.0,
+                    help="seconds per byte reduced charged to lpmpi's algorithms (default 0: reductions free)")
     ap.add_argument("--chunk", type=int, default=0, help="force chunk_bytes (default: lpmpi's model-optimal)")
     ap.add_argument("--window", type=int, default=0,
                     help="LP: chunks in flight per direction (lp_configure; default 0: the engine's, 4)")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per smpirun (default 1200)")
     args = ap.parse_args()
+    why = missing(args.what)
+    if why:
+        print(why, file=sys.stderr)
+        return 1
     if args.what == "build":
         build()
     elif args.what == "verify":
@@ -320,7 +351,8 @@ def main() -> None:
         here(args)
     else:
         simulate(args.what, args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,10 +22,25 @@ static lp_ctx_t *live;            /* every context not yet freed */
 static long nlive;
 static long mismatches;           /* contexts whose ranks held different tables */
 
+/* the last context each thread looked up (every call looks up its communicator's context, an
+ * MPI attribute search): valid while no context has been freed since (generation) */
+static unsigned long freed_gen;
+static _Thread_local struct { MPI_Comm user; lp_ctx_t *ctx; unsigned long gen; } last = {MPI_COMM_NULL, NULL, 0};
+
+static inline lp_ctx_t *cached(MPI_Comm user) {
+    return last.ctx && last.user == user && last.gen == freed_gen ? last.ctx : NULL;
+}
+static inline void remember(MPI_Comm user, lp_ctx_t *ctx) {
+    last.user = user;
+    last.ctx = ctx;
+    last.gen = freed_gen;
+}
+
 long lp_comm_contexts(void) { return nlive; }
 long lp_table_mismatches(void) { return mismatches; }
 
 static void ctx_free(lp_ctx_t *c) {
+    freed_gen++;
     for (lp_ctx_t **p = &live; *p; p = &(*p)->next)
         if (*p == c) { *p = c->next; nlive--; break; }
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
@@ -66,10 +81,10 @@ cleanup:
 int lp_ctx_find(MPI_Comm user, lp_ctx_t **out) {
     int rc = LP_OK, flag = 0;
     void *val = NULL;
-    *out = NULL;
+    if ((*out = cached(user))) return LP_OK;
     if (keyval == MPI_KEYVAL_INVALID) return LP_OK;
     LP_MPI(MPI_Comm_get_attr(user, keyval, &val, &flag));
-    if (flag) *out = val;
+    if (flag) remember(user, *out = val);
 cleanup:
     return rc;
 }
@@ -78,9 +93,10 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     int rc = LP_OK, flag = 0;
     void *val = NULL;
     lp_ctx_t *c = NULL;
+    if ((*out = cached(user))) return LP_OK;
     LP_TRY(init_once());
     LP_MPI(MPI_Comm_get_attr(user, keyval, &val, &flag));
-    if (flag) { *out = val; return LP_OK; }
+    if (flag) { remember(user, *out = val); return LP_OK; }
     c = calloc(1, sizeof *c);
     if (!c) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator context");
     c->comm = MPI_COMM_NULL;
@@ -92,7 +108,7 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     c->next = live;
     live = c;
     nlive++;
-    *out = c;
+    remember(user, *out = c);
     return LP_OK;
 cleanup:
     if (c) {

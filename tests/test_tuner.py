@@ -11,8 +11,8 @@ from optuna.trial import TrialState
 
 from lpmpi import model, tables
 from tuner.cli import size_ladder
-from tuner.space import Config, Space
 from tuner.driver import TIE, decide
+from tuner.space import Config, Space
 from tuner.studies import CHOICE_ATTR, DUPLICATE_ATTR, BucketStudy, FarFromBestPruner, study_name
 
 FAST = ["--min-time", "0.002", "--min-reps", "3", "--max-reps", "6", "--warmup", "1",
@@ -241,7 +241,7 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
     # choice is the fastest by the worse of the two, and it is what the table holds
     stored = choices(db)
     assert len(stored) == 4 and all(c["passes"] == 2 for c in stored.values()), stored
-    for name, c in stored.items():
+    for c in stored.values():
         times = {Config(*cfg): t for cfg, t in zip(c["candidates"], c["times"])}
         assert Config("native") in times and decide(times)[0] == Config(c["algorithm"], c["chunk_bytes"])
     # a rerun of the same command finds everything done: nothing measured again, not even the

@@ -18,6 +18,7 @@ import datetime
 import os
 import shlex
 import sys
+import time
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -26,10 +27,10 @@ from typing import Any
 from mpi4py import MPI
 
 import lpmpi
-from lpmpi import model, tables
-from lpmpi.bench import COLLECTIVES, OPS, _Parser, parse_size, parse_sizes, resolve_dtype
+from lpmpi import engine, model, tables
+from lpmpi.bench import Parser, add_flag, device_problem, resolve_dtype, size_arg, sizes_arg
+from lpmpi.engine import COLLECTIVES, OPS
 from tuner.driver import Settings, StopRun, Tuner
-from tuner.measure import device_problem
 from tuner.report import BucketResult, Progress, summary
 from tuner.space import STAGING_CHOICES
 
@@ -58,53 +59,79 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of ints: {text!r}") from None
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Help that ends each option's text with its default, once: not where the text already
+    names it, nor for options whose default is "none" (None, False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS or not action.option_strings):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _list_text(values: Sequence[Any]) -> str:
+    return ",".join(map(str, values))
+
+
 def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     """The command line (``quiet`` silences it on ranks other than 0)."""
-    p = _Parser(prog="lpmpi-tune", description=__doc__.splitlines()[0], quiet=quiet,
-                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--collectives", default=",".join(COLLECTIVES),
-                   type=lambda t: [c.strip() for c in t.split(",") if c.strip()])
-    p.add_argument("--min-bytes", type=parse_size, default=8)
-    p.add_argument("--max-bytes", type=parse_size, default=64 << 20)
+    p = Parser(prog="lpmpi-tune", description=__doc__.splitlines()[0].replace("``", ""), quiet=quiet,
+               formatter_class=HelpFormatter,
+               epilog="Rerunning the same command after an interruption resumes. Exit status: 0 done, "
+               "2 bad usage, 3 stopped by --max-trials-this-run, 130 interrupted.")
+    p.add_argument("--collectives", default=list(COLLECTIVES), metavar="LIST",
+                   type=lambda t: [c.strip() for c in t.split(",") if c.strip()],
+                   help=f"comma-separated collectives to tune (default: {_list_text(COLLECTIVES)})")
+    p.add_argument("--min-bytes", type=size_arg, default=8, metavar="SIZE",
+                   help="smallest message size tuned, binary units (8, 1K, 64KiB)")
+    p.add_argument("--max-bytes", type=size_arg, default=64 << 20, metavar="SIZE",
+                   help="largest message size tuned (default: 64MiB)")
     p.add_argument("--step", type=float, default=2.0, help="factor between tuned sizes")
-    p.add_argument("--sizes", type=parse_sizes, help="explicit sizes instead of min/max/step, e.g. 8,1K,1M")
+    p.add_argument("--sizes", type=sizes_arg, metavar="SIZES",
+                   help="explicit sizes instead of min/max/step: a list and/or lo:hi[:xF] ranges, "
+                   "e.g. 8,1K,1M")
     p.add_argument("--trials", type=int, help="configurations measured per bucket besides the native "
                    "baseline (default: a quarter of the exhaustive grid, rounded up)")
     p.add_argument("--storage", default="sqlite:///lpmpi-tune.db",
                    help="Optuna storage URL (resume, optuna-dashboard); 'memory' for none")
-    p.add_argument("--out", help="table to write (default lpmpi-table-P<P>.json)")
+    p.add_argument("--out", metavar="PATH", help="table to write (default: lpmpi-table-P<P>.json)")
     p.add_argument("--seed", type=int, default=0, help="TPE sampler seed")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--op", default="sum", type=str.lower, choices=OPS)
-    p.add_argument("--root", type=int, default=0)
-    p.add_argument("--memory", default="host", choices=["host", "cuda"],
+    p.add_argument("--dtype", default="float32", help="numpy dtype of the buffers")
+    p.add_argument("--op", default="sum", type=str.lower, choices=OPS, help="reduction op")
+    p.add_argument("--root", type=int, default=0, help="root rank of reduce and bcast")
+    p.add_argument("--memory", default="host", choices=list(engine.MEMORY_KINDS),
                    help="where the buffers live (cuda: CuPy arrays on this rank's GPU)")
-    p.add_argument("--staging-buffers", type=_int_list, default=list(STAGING_CHOICES),
+    p.add_argument("--staging-buffers", type=_int_list, default=list(STAGING_CHOICES), metavar="LIST",
                    help="--memory cuda, MPI not CUDA-aware: the staging buffers tried for chunked "
-                   "algorithms (each 1..64; chunks in flight per direction of the staged pipeline)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed calls before each trial")
-    p.add_argument("--min-reps", type=int, default=5)
-    p.add_argument("--max-reps", type=int, default=50)
-    p.add_argument("--min-time", type=float, default=0.05, help="seconds of timed calls per trial")
+                   f"algorithms (each 1..{engine.STAGING_MAX}; chunks in flight per direction of the staged pipeline; "
+                   f"default: {_list_text(STAGING_CHOICES)})")
+    p.add_argument("--warmup", type=int, default=2,
+                   help="warm-up repetitions (not counted) before each trial's timed ones")
+    p.add_argument("--min-reps", type=int, default=5, help="fewest timed repetitions per trial")
+    p.add_argument("--max-reps", type=int, default=50, help="most timed repetitions per trial")
+    p.add_argument("--min-time", type=float, default=0.05,
+                   help="seconds of timed calls per trial (sizes the repetitions within min..max)")
     p.add_argument("--checkpoint-reps", type=int, default=3,
-                   help="repetitions after which a trial far slower than the best is pruned")
-    p.add_argument("--prune-factor", type=float, default=1.5)
+                   help="repetitions after which a trial far slower than the best is pruned (0: never)")
+    p.add_argument("--prune-factor", type=float, default=1.5,
+                   help="prune a trial slower than this factor times the best trial at the checkpoint")
     p.add_argument("--verify-rounds", type=int, default=3,
                    help="final check: the best --verify-top configurations and native re-measured "
                    "side by side, call by call interleaved, this many times a trial's repetitions "
                    "each (0: off; the study's own times decide)")
     p.add_argument("--verify-top", type=int, default=3,
-                   help="configurations of the study that go into the final check (default 3)")
+                   help="configurations of the study that go into the final check")
     p.add_argument("--verify-passes", type=int, default=2,
                    help="moments at which each size's finalists are measured: the first right after "
                    "its trials, the others after every size is tuned; the choice goes by each "
-                   "finalist's worse time (default 2; 1: no final check)")
-    p.add_argument("--fit-model", action=argparse.BooleanOptionalAction, default=True,
-                   help="fit alpha, beta, gamma first (warm start; stored in the table)")
-    p.add_argument("--max-trials-this-run", type=int, help="stop after this many trials (exit 3)")
+                   "finalist's worse time (1: no final check)")
+    add_flag(p, "--fit-model", True, "fit alpha, beta, gamma first (warm start; stored in the table)")
+    p.add_argument("--max-trials-this-run", type=int, metavar="N", help="stop after N trials (exit 3)")
     p.add_argument("--allow-oversubscribe", action="store_true",
                    help="tune even with more ranks on a node than cores (timings are meaningless)")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--crash-after", type=int, help=argparse.SUPPRESS)
     return p
 
@@ -128,8 +155,8 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if a.max_reps < a.min_reps or a.warmup < 0 or a.checkpoint_reps < 0 or a.prune_factor <= 1:
         p.error("need --max-reps >= --min-reps, --warmup >= 0, --checkpoint-reps >= 0, --prune-factor > 1")
-    if not a.staging_buffers or not all(1 <= w <= 64 for w in a.staging_buffers):
-        p.error(f"--staging-buffers: need one or more ints in 1..64, got {a.staging_buffers}")
+    if not a.staging_buffers or not all(1 <= w <= engine.STAGING_MAX for w in a.staging_buffers):
+        p.error(f"--staging-buffers: need one or more ints in 1..{engine.STAGING_MAX}, got {a.staging_buffers}")
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
                     a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top,
@@ -161,7 +188,7 @@ def table_for(results: Sequence[BucketResult], fp: dict[str, Any], fitted: model
     """The JSON document of the tuned table."""
     rows = []
     for coll in dict.fromkeys(r.collective for r in results):
-        chunked = {name: c for name, _, c in lpmpi._core._algorithm_info(coll)}
+        chunked = engine.chunked(coll)
         choices = [tables.Choice(r.nbytes, r.choice.algorithm, r.choice.chunk_bytes, r.seconds, r.native_s,
                                  r.choice.staging_buffers)
                    for r in results if r.collective == coll]
@@ -187,7 +214,7 @@ def _run(comm: Any, argv: list[str]) -> int:
         problems = [f"rank {r}: {why}" for r, why in enumerate(comm.allgather(device_problem())) if why]
         if problems:
             parser.error("; ".join(problems[:4]) + (" ..." if len(problems) > 4 else ""))
-        info = lpmpi._core.cuda_info()
+        info = engine.device_info()
         if info["transport"] == "staged":
             s.staging_choices = tuple(sorted(set(args.staging_buffers)))
         say(f"# device memory: transport {info['transport']}"
@@ -212,9 +239,8 @@ def _run(comm: Any, argv: list[str]) -> int:
         return EXIT_STOPPED
     except KeyboardInterrupt:
         if rank == 0:
-            tuner.abandon()
-            print("\n# interrupted; rerun the same command to resume", flush=True)
-        return EXIT_INTERRUPTED
+            tuner.abandon()   # the running trial marked FAIL and queued again: a rerun repeats it
+        raise
     for line in summary(results):
         say(line)
     if rank == 0:
@@ -223,6 +249,23 @@ def _run(comm: Any, argv: list[str]) -> int:
         tables.write_table(out, table_for(results, fp, fitted, settings, command_line(argv, nprocs)))
         say(f"# wrote {out}  (use it: LPMPI_TUNING_FILE={out}, or ship it in lpmpi/tables/)")
     return 0
+
+
+def interrupted(comm: Any, grace_s: float = 2.0) -> int:
+    """Ctrl-C (SIGINT) on any rank: say how to resume and end every rank at once with
+    ``MPI_Abort(130)``, since the other ranks wait in a collective (a broadcast from rank 0, a
+    barrier) that would never complete.  A rank other than 0 waits ``grace_s`` first, so that
+    rank 0, when it was interrupted too, has marked its running trial in the storage.  The
+    finished trials are in the storage already; a rerun of the same command resumes."""
+    if comm.Get_rank() == 0:
+        print("\n# interrupted; rerun the same command to resume", flush=True)
+    elif comm.Get_size() > 1:
+        time.sleep(grace_s)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if comm.Get_size() > 1:
+        comm.Abort(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -237,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(comm, argv)
     except SystemExit as exc:   # argparse errors: every rank parsed the same arguments
         return int(exc.code or 0)
+    except KeyboardInterrupt:
+        return interrupted(comm)
     except Exception:  # noqa: BLE001 - one rank failing must not leave the others hanging
         traceback.print_exc()
         sys.stderr.flush()

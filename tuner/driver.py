@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from lpmpi import _core
-from lpmpi.bench import format_bytes
-from tuner.measure import Bench, memory_backend, reps_for
+import lpmpi
+from lpmpi import engine
+from lpmpi.bench import format_bytes, memory_backend
+from tuner.measure import Bench, reps_for
 from tuner.report import BucketResult, Progress
 from tuner.space import NATIVE, Config, Space
 
@@ -60,7 +62,10 @@ class Tuner:
         self.trials_this_run = 0
         self.backend = memory_backend(settings.memory, comm)
         # the process's staging buffers now (each trial that sets its own restores it)
-        self.default_staging = int(_core.cuda_info()["staging_buffers"])
+        self.default_staging = engine.staging_buffers()
+        self.trial_wall = 0.0             # rank 0: seconds spent in this run's trials (the ETA's rate)
+        self.trials_timed = 0
+        self.planned_left = 0             # rank 0: trials planned in the buckets not started yet
         self.storage: Any = None
         self.current: Any = None          # rank 0: the BucketStudy being tuned
         self.last_study: Any = None       # rank 0: the BucketStudy tuned last
@@ -73,9 +78,11 @@ class Tuner:
         """Every collective, every size (smallest first, so each bucket can start from the
         previous one's choice and runner-up)."""
         results = []
+        self.planned_left = sum(self._planned(c, n) for c in self.s.collectives for n in self.s.sizes)
         for coll in self.s.collectives:
             previous: list[Config] = []
             for i, n in enumerate(self.s.sizes):
+                self.planned_left -= self._planned(coll, n)
                 head = f"[{coll} {format_bytes(n)} {i + 1}/{len(self.s.sizes)}]"
                 r = self.bucket(coll, n, previous, head)
                 if self.rank == 0:
@@ -85,6 +92,22 @@ class Tuner:
         for _ in range(self.s.verify_passes - 1):
             results = self.final_check(results)
         return results
+
+    def _space(self, collective: str, nbytes: int) -> Space:
+        return Space.of(collective, nbytes, self.s.staging_choices, self.default_staging)
+
+    def _budget(self, space: Space) -> int:
+        return max(1, min(self.s.trials or space.default_budget(), len(space.grid()) - 1))
+
+    def _planned(self, collective: str, nbytes: int) -> int:
+        """Trials a bucket measures when nothing of it is stored yet: the budget and native."""
+        return self._budget(self._space(collective, nbytes)) + 1
+
+    def eta(self, left: int) -> float | None:
+        """Seconds until the trials are done, at this run's rate so far (None before the first)."""
+        if not self.trials_timed:
+            return None
+        return self.trial_wall / self.trials_timed * (left + self.planned_left)
 
     def abandon(self) -> None:
         """On an interruption (rank 0): mark the running trial FAIL so a rerun repeats it."""
@@ -110,8 +133,8 @@ class Tuner:
 
     def bucket(self, collective: str, nbytes: int, previous: list[Config], head: str) -> BucketResult:
         """Tune one bucket (collective)."""
-        space = Space.of(collective, nbytes, self.s.staging_choices, self.default_staging)
-        budget = max(1, min(self.s.trials or space.default_budget(), len(space.grid()) - 1))
+        space = self._space(collective, nbytes)
+        budget = self._budget(space)
         study, stored = None, None
         if self.rank == 0:
             study = self.current = self.last_study = self._open(space, budget)
@@ -132,11 +155,16 @@ class Tuner:
                 raise StopRun
             if cfg is None:
                 break
+            t0 = time.monotonic()
             res = bench.run(cfg, self.s.warmup, reps, self.s.checkpoint_reps, self._checkpoint(study))
             if study is not None:
                 study.tell(cfg, res.seconds, res.pruned, res.reps)
-                self.progress.trial(head, study.counted, budget, cfg, res.seconds, res.pruned,
-                                    study.best())
+                self.trial_wall += time.monotonic() - t0
+                self.trials_timed += 1
+                native_left = NATIVE in space.algorithms and Config(NATIVE) not in study.measured
+                eta = self.eta(max(0, budget - study.counted) + native_left)
+                self.progress.trial(collective, nbytes, study.counted, budget, cfg, res.seconds,
+                                    res.pruned, study.best(), eta)
         times = self._verify(bench, study, reps)
         choice, seconds, native_s = decide(times)
         if study is not None:
@@ -197,7 +225,7 @@ class Tuner:
         for r in results:
             stored = study = None
             if self.rank == 0:
-                space = Space.of(r.collective, r.nbytes, self.s.staging_choices, self.default_staging)
+                space = self._space(r.collective, r.nbytes)
                 study = self._open(space, r.budget)
                 stored = study.stored_choice()
             stored = self.comm.bcast(stored, root=0)
@@ -247,6 +275,4 @@ def choice_record(choice: Config, seconds: float, native_s: float | None, times:
 
 def bench_algorithms(bench: Bench) -> tuple[str, ...]:
     """The algorithms of a bench's collective."""
-    import lpmpi
-
     return lpmpi.algorithms(bench.collective)

@@ -1,4 +1,9 @@
-"""Rank 0's progress line and the closing summary table."""
+"""What rank 0 prints: the progress (one line per trial with an ETA, one per bucket) and the
+closing summary table.
+
+>>> describe(Config("lp", 16384, 8)), duration(80), seconds_text(2.1e-4)
+('lp chunk 16 KiB staging 8', '1m20s', '0.21 ms')
+"""
 from __future__ import annotations
 
 import sys
@@ -30,9 +35,40 @@ class BucketResult:
         return self.native_s / self.seconds if self.native_s and self.seconds else None
 
 
+def describe(cfg: Config) -> str:
+    """A configuration in words: ``lp chunk 16 KiB``, ``lp chunk 1 MiB staging 8``, ``native``."""
+    text = cfg.algorithm
+    if cfg.chunk_bytes is not None:
+        text += f" chunk {format_bytes(cfg.chunk_bytes)}"
+    if cfg.staging_buffers is not None:
+        text += f" staging {cfg.staging_buffers}"
+    return text
+
+
+def seconds_text(seconds: float) -> str:
+    """A measured time: ``12.3 us``, ``0.21 ms`` (from 100 us), ``1.50 s``."""
+    if seconds < 1e-4:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def duration(seconds: float) -> str:
+    """A time left: ``45s``, ``1m20s``, ``2h05m``."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 class Progress:
-    """One status line on rank 0: bucket, trial i/N, best so far.  On a terminal it is redrawn
-    in place; otherwise one line per finished bucket."""
+    """Rank 0's progress: after each trial a line with the bucket, trial i/N, the configuration,
+    its time, the best so far and the ETA of the run's trials (at this run's rate so far); after
+    each bucket its choice.  On a terminal the trial line is redrawn in place; otherwise (under
+    mpiexec, a pipe or a file) every trial line is printed."""
 
     def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
         self.enabled = enabled
@@ -47,16 +83,18 @@ class Progress:
             pad = max(0, self._width - len(text))
             self.stream.write("\r" + text + " " * pad + ("\n" if final else ""))
             self._width = 0 if final else len(text)
-        elif final:
+        else:
             self.stream.write(text + "\n")
         self.stream.flush()
 
-    def trial(self, head: str, done: int, budget: int, cfg: Config, seconds: float, pruned: bool,
-              best: tuple[Config, float] | None) -> None:
-        """After each trial."""
-        what = f"{cfg.label} {seconds * 1e6:.1f} us" + (" (pruned)" if pruned else "")
-        best_text = f"best {best[0].label} {best[1] * 1e6:.1f} us" if best else "best -"
-        self._draw(f"{head} trial {done}/{budget}: {what} | {best_text}", final=False)
+    def trial(self, collective: str, nbytes: int, done: int, budget: int, cfg: Config, seconds: float,
+              pruned: bool, best: tuple[Config, float] | None, eta_s: float | None = None) -> None:
+        """After each trial (``done`` of ``budget`` counted; native, the baseline, is not)."""
+        what = f"{describe(cfg)} {seconds_text(seconds)}" + (" (pruned)" if pruned else "")
+        best_text = f"best {best[0].label} {seconds_text(best[1])}" if best else "best -"
+        eta = duration(eta_s) if eta_s is not None else "-"
+        self._draw(f"{collective} {format_bytes(nbytes)} trial {done}/{budget} {what}  {best_text}  ETA {eta}",
+                   final=False)
 
     def bucket(self, head: str, r: BucketResult) -> None:
         """After each bucket."""

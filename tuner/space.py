@@ -3,7 +3,7 @@ grid it is compared with, the trial budget and the model's warm-start configurat
 
 Device memory staged through the host (``--memory cuda`` where MPI is not CUDA-aware) adds one
 dimension for chunked algorithms: the staging buffers, chunks in flight per direction of the
-staged pipeline (``_core.set_staging_buffers``), a categorical among ``Space.staging``."""
+staged pipeline (:func:`lpmpi.engine.staging`), a categorical among ``Space.staging``."""
 from __future__ import annotations
 
 import math
@@ -11,12 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lpmpi import _core, model
+from lpmpi import engine, model
+from lpmpi.bench import chunk_label
 
 NATIVE = "native"
 ALGORITHM_PARAM = "algorithm"
 STAGING_CHOICES = (2, 4, 8, 16)   # the staging-buffers dimension's default values
-DEFAULT_STAGING = 4               # the engine's default (src/device.c, lp_staging)
+DEFAULT_STAGING = engine.DEFAULT_STAGING   # the engine's default staging buffers
 
 
 @dataclass(frozen=True, order=True)
@@ -30,12 +31,8 @@ class Config:
 
     @property
     def label(self) -> str:
-        if self.chunk_bytes is None:
-            return self.algorithm
-        k = self.chunk_bytes
-        text = f"{k >> 20}M" if k >= 1 << 20 else f"{k >> 10}K" if k >= 1 << 10 else f"{k}B"
-        staging = f"/s{self.staging_buffers}" if self.staging_buffers is not None else ""
-        return f"{self.algorithm}/{text}{staging}"
+        """``lp/64K``, ``lp/64K/s8``, ``native`` (:func:`lpmpi.bench.chunk_label`)."""
+        return chunk_label(self.algorithm, self.chunk_bytes, self.staging_buffers)
 
 
 def chunk_param(algorithm: str) -> str:
@@ -65,8 +62,7 @@ class Space:
     def of(cls, collective: str, nbytes: int, staging: tuple[int, ...] = (),
            default_staging: int = DEFAULT_STAGING) -> Space:
         """The space of ``collective`` at ``nbytes`` from the engine's registry."""
-        info = {name: chunked for name, _, chunked in _core._algorithm_info(collective)}
-        return cls(collective, nbytes, info, tuple(sorted(set(staging))), default_staging)
+        return cls(collective, nbytes, engine.chunked(collective), tuple(sorted(set(staging))), default_staging)
 
     @property
     def algorithms(self) -> tuple[str, ...]:
@@ -156,11 +152,11 @@ class Space:
         return sorted(out, key=lambda r: r[1])
 
     def lp_analytic(self, nprocs: int) -> Config | None:
-        """LP at the analytic optimum chunk, b minimising (P - 1 + n/b)(alpha + b(beta + gamma)),
+        """LP at the chunk minimising the model's cost formula (:func:`lpmpi.model.optimal_chunk`),
         rounded to the grid (None when the collective has no LP)."""
         if not self.chunked.get("lp"):
             return None
-        return self.clamp(Config("lp", int(model.lp_optimal_chunk(nprocs, self.nbytes))))
+        return self.clamp(Config("lp", int(model.optimal_chunk(self.collective, "lp", nprocs, self.nbytes) or 0)))
 
     def whole_message(self, algorithm: str = "lp") -> Config | None:
         """``algorithm`` with one chunk for the whole message (the top of the grid's chunks): the

@@ -74,6 +74,7 @@ class BucketStudy:
     recovered: int = 0                                    # stale trials re-queued on open
     measured: dict[Config, FrozenTrial] = field(default_factory=dict)
     current: optuna.Trial | None = None
+    storage: optuna.storages.BaseStorage | None = None
 
     @classmethod
     def open(cls, storage: optuna.storages.BaseStorage, name: str, space: Space, budget: int,
@@ -89,7 +90,7 @@ class BucketStudy:
         elif known != library:
             raise RuntimeError(f"study {name!r} in this storage was tuned with {known!r}, not "
                                f"{library!r}: use another --storage")
-        self = cls(study, space, budget)
+        self = cls(study, space, budget, storage=storage)
         self.recovered = self._recover_stale(storage)
         self._index()
         return self
@@ -131,14 +132,14 @@ class BucketStudy:
         for _ in range(max_duplicates):
             if self.done:
                 return None
-            trial = self.study.ask()
+            trial = self.current = self.study.ask()      # current at once: an interruption fails it
             cfg = self.space.suggest(trial)
             earlier = self.measured.get(cfg)
             if earlier is None:
-                self.current = trial
                 return cfg
             trial.set_user_attr(DUPLICATE_ATTR, earlier.number)
             self.study.tell(trial, earlier.value if earlier.value is not None else _last(earlier))
+            self.current = None
         return None  # the sampler keeps proposing measured points: the space is exhausted
 
     def should_prune(self, seconds: float, step: int) -> bool:
@@ -160,11 +161,15 @@ class BucketStudy:
         return frozen
 
     def abandon(self) -> None:
-        """Mark the current trial FAIL (interrupted); a rerun queues it again."""
+        """Mark the current trial FAIL (interrupted) and queue it again, so that a rerun
+        measures it; any other trial left RUNNING (cut short while being asked) is failed too."""
         if self.current is not None:
             trial, self.current = self.current, None
             self.study.tell(trial, state=TrialState.FAIL)
-            self.study.enqueue_trial(dict(trial.params), skip_if_exists=False)
+            if self.space.config_of(trial.params) is not None:   # it was being measured
+                self.study.enqueue_trial(dict(trial.params), skip_if_exists=False)
+        if self.storage is not None:
+            self._recover_stale(self.storage)
 
     # ---- results
     def ranked(self) -> list[tuple[Config, float]]:

@@ -1,0 +1,161 @@
+"""What one benchmark row measures: its case (an lpmpi algorithm, ``auto`` or the mpi4py
+reference), the settings a collective's sizes share, the buffers, the call that is timed and the
+row it fills (``asdict`` of a :class:`Row` is the JSON row).
+
+>>> [c.label for c in build_cases("bcast", ["native", "auto"], None, "sum")]
+['native', 'auto']
+>>> bus_factor("allreduce", 4), bus_factor("bcast", 4)
+(1.5, 1.0)
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+import lpmpi
+from lpmpi.bench.memory import HostMemory
+
+AUTO = "auto"
+NATIVE = "native"
+MPI4PY = "mpi4py"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row label of a size: an lpmpi algorithm (``auto`` included) or the mpi4py reference.
+
+    ``algorithm`` is None for the mpi4py row.  ``--compare-grid`` has one case per
+    (algorithm, chunk_bytes) pair, labelled e.g. ``lp/64K``.
+    """
+
+    label: str
+    algorithm: str | None
+    chunk_bytes: int | None = None
+
+
+@dataclass
+class Buffers:
+    """The buffers of one size: ``send``/``recv`` (bcast: ``send`` is the buffer, ``recv`` None).
+
+    ``orig`` is a host copy of this rank's input (bcast: of the root's data) used by the check.
+    """
+
+    send: Any
+    recv: Any
+    orig: np.ndarray
+
+
+@dataclass
+class Settings:
+    """What every size of one collective shares."""
+
+    collective: str
+    dtype: np.dtype
+    op: str
+    root: int
+    warmup: int
+    reps: int | None
+    min_time: float
+    check: bool
+    backend: HostMemory
+
+
+@dataclass
+class Row:
+    """One measured (size, case) cell; ``asdict`` gives the JSON row."""
+
+    collective: str
+    label: str
+    algorithm: str | None
+    chunk_bytes: int | None
+    nbytes: int
+    count: int
+    dtype: str
+    op: str
+    root: int | None
+    nprocs: int
+    reps: int = 0
+    time_us: float | None = None
+    min_us: float | None = None
+    max_us: float | None = None
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+    speedup_vs_native: float | None = None
+    check: str = "-"
+    selected_algorithm: str | None = None
+    selected_chunk_bytes: int | None = None
+    error: str | None = None
+
+
+def resolve_dtype(name: str) -> np.dtype:
+    """Return the numpy dtype called ``name``; ``bfloat16`` and friends come from ml_dtypes."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        pass
+    try:
+        import ml_dtypes  # optional: only for its dtypes
+    except ImportError:
+        raise ValueError(f"unknown dtype {name!r} (bfloat16 and float8 types need ml_dtypes)") from None
+    try:
+        return np.dtype(getattr(ml_dtypes, name))
+    except (AttributeError, TypeError):
+        raise ValueError(f"unknown dtype {name!r}") from None
+
+
+def mpi_op(op: str) -> Any:
+    """The mpi4py op for an lpmpi op name, or None (``avg`` has no MPI equivalent)."""
+    return None if op == "avg" else getattr(MPI, op.upper())
+
+
+def bus_factor(collective: str, nprocs: int) -> float:
+    """busbw / algbw, as nccl-tests: allreduce 2(P-1)/P, reduce and bcast 1."""
+    return 2.0 * (nprocs - 1) / nprocs if collective == "allreduce" else 1.0
+
+
+def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int | None, op: str) -> list[Case]:
+    """The cases of one collective: its algorithms (``native`` first), ``auto``, ``mpi4py``.
+
+    ``names`` restricts them (names not valid for this collective are skipped).  ``chunk_bytes``
+    goes to the explicit algorithms; ``auto`` keeps its own choice.
+    """
+    algs = list(lpmpi.algorithms(collective))
+    algs.sort(key=lambda a: a != NATIVE)  # native first: the baseline row
+    labels = [*algs, AUTO]
+    if mpi_op(op) is not None:
+        labels.append(MPI4PY)
+    if names is not None:
+        labels = [label for label in labels if label in names]
+    cases = []
+    for label in labels:
+        if label == MPI4PY:
+            cases.append(Case(label, None))
+        elif label == AUTO:
+            cases.append(Case(label, AUTO))
+        else:
+            cases.append(Case(label, label, chunk_bytes))
+    return cases
+
+
+def make_call(
+    case: Case, collective: str, bufs: Buffers, op: str, root: int, comm: MPI.Comm
+) -> Callable[[], Any]:
+    """A no-argument callable running one collective of ``case`` on ``bufs``."""
+    if case.algorithm is None:  # mpi4py's own collective
+        if collective == "allreduce":
+            return functools.partial(comm.Allreduce, bufs.send, bufs.recv, op=mpi_op(op))
+        if collective == "reduce":
+            recv = bufs.recv if comm.Get_rank() == root else None
+            return functools.partial(comm.Reduce, bufs.send, recv, op=mpi_op(op), root=root)
+        return functools.partial(comm.Bcast, bufs.send, root=root)
+    kw = {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
+    if collective == "allreduce":
+        return functools.partial(lpmpi.allreduce, bufs.send, bufs.recv, op, comm, **kw)
+    if collective == "reduce":
+        return functools.partial(lpmpi.reduce, bufs.send, bufs.recv, op, root, comm, **kw)
+    return functools.partial(lpmpi.bcast, bufs.send, root, comm, **kw)

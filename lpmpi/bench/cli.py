@@ -1,0 +1,221 @@
+"""The command line of ``python -m lpmpi.bench`` (``lpmpi-bench``): its parser, the option checks,
+and :func:`main`, which runs the plain table, ``--compare-grid`` or ``--scaling`` per collective
+and writes the JSON.  :class:`Parser` (an ArgumentParser that speaks on one rank only) and the
+argument types :func:`size_arg` and :func:`sizes_arg` serve the tuner's command line too.
+
+Run it under ``mpiexec``; only rank 0 prints::
+
+    mpiexec -n 2 lpmpi-bench
+    mpiexec -n 4 lpmpi-bench --collective all --sizes 8,1K,1M,64MiB --json bench.json
+    mpiexec -n 2 lpmpi-bench --sizes 1M:64M:x2 --algorithms lp,native --dtype float64
+
+Exit status: 0, 1 if any lpmpi result mismatched or any lpmpi algorithm failed, 2 bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+import lpmpi
+from lpmpi._units import parse_size, parse_sizes
+from lpmpi.bench.cases import AUTO, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
+from lpmpi.bench.grid import run_compare_grid
+from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
+from lpmpi.bench.memory import MEMORY_BACKENDS, memory_backend
+from lpmpi.bench.report import environment_header, format_header
+from lpmpi.bench.rows import measure_memory_bandwidth, run_collective
+from lpmpi.bench.scaling import run_scaling
+from lpmpi.engine import COLLECTIVES, OPS
+
+DEFAULT_SIZES = "8,16:64MiB:x4"
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that prints (help, usage, errors) on one rank only: ``quiet`` on the
+    others, which still parse and exit alike."""
+
+    def __init__(self, *args: Any, quiet: bool = False, **kwargs: Any) -> None:
+        self._quiet = quiet
+        super().__init__(*args, **kwargs)
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if not self._quiet:
+            super()._print_message(message, file)
+
+
+def add_flag(p: argparse.ArgumentParser, name: str, default: bool, help: str) -> argparse.Action:
+    """An on/off option ``--name`` / ``--no-name`` whose help ends with its default once
+    (argparse's BooleanOptionalAction appends its own "(default: True)" in some versions)."""
+    action = p.add_argument(name, action=argparse.BooleanOptionalAction, default=default)
+    action.help = f"{help} (default: {'on' if default else 'off'})"
+    return action
+
+
+def size_arg(text: str) -> int:
+    """argparse type: a positive byte count (``8``, ``64KiB``, ``1M``)."""
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def sizes_arg(text: str) -> list[int]:
+    """argparse type: a ``--sizes`` value (a list and/or ``lo:hi[:xF|:+S]`` ranges)."""
+    try:
+        return parse_sizes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
+    """The command-line parser (``quiet`` silences it on ranks other than 0)."""
+    p = Parser(
+        prog="lpmpi-bench",
+        description="Time lpmpi's algorithms, auto, the MPI library's native collective and mpi4py "
+        "side by side over a range of message sizes (run under mpiexec).",
+        epilog="example: mpiexec -n 2 lpmpi-bench --collective all --sizes 8,1K,1M,64MiB",
+        quiet=quiet,
+    )
+    p.add_argument("--collective", choices=[*COLLECTIVES, "all"], default="allreduce",
+                   help="the collective to time, or all of them one after the other (default allreduce)")
+    p.add_argument(
+        "--sizes",
+        type=sizes_arg,
+        default=parse_sizes(DEFAULT_SIZES),
+        help="message sizes in bytes: a list and/or lo:hi[:xF|:+S] ranges, binary units, "
+        f"e.g. 8,1K,64K,1M,64MiB or 8:64MiB:x4 (hi always included; default {DEFAULT_SIZES})",
+    )
+    p.add_argument("--dtype", default="float32",
+                   help="numpy dtype name (default float32; bfloat16 needs ml_dtypes)")
+    p.add_argument("--op", default="sum", type=str.lower, choices=OPS, help="reduction op (default sum)")
+    p.add_argument("--root", type=int, default=0, help="root rank of reduce and bcast (default 0)")
+    p.add_argument(
+        "--algorithms",
+        type=lambda t: [a.strip() for a in t.split(",") if a.strip()],
+        help="comma-separated subset of the algorithms, auto and mpi4py (default: all)",
+    )
+    p.add_argument("--chunk-bytes", type=size_arg,
+                   help="chunk_bytes for the explicit algorithms, e.g. 256K (default: the engine's choice)")
+    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
+                   help=f"warm-up repetitions per size, every algorithm once each (default {DEFAULT_WARMUP})")
+    p.add_argument("--reps", type=int,
+                   help=f"timed repetitions per size (default adaptive, {MIN_REPS}..{MAX_REPS})")
+    p.add_argument("--min-time", type=float, default=DEFAULT_MIN_TIME,
+                   help=f"adaptive reps: seconds of timed calls per size and algorithm (default {DEFAULT_MIN_TIME})")
+    p.add_argument("--json", metavar="PATH", help="also write the header and all rows as JSON to PATH")
+    add_flag(p, "--check", True, "check every result against native's; exit 1 on mismatch")
+    add_flag(p, "--bandwidth", True, "measure the memory bandwidth first")
+    p.add_argument("--memory", choices=sorted(MEMORY_BACKENDS), default="host",
+                   help="where buffers live: host (numpy) or cuda (CuPy, one GPU per rank of a node; "
+                   "default host)")
+    p.add_argument(
+        "--compare-grid",
+        action="store_true",
+        help="measure the exhaustive grid (every algorithm x chunk sizes in powers of two) per size "
+        "and report its best, the tuning table's choice and auto: the tuner's regret",
+    )
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="time against P: every algorithm on sub-communicators of 2..P ranks, in this one run",
+    )
+    return p
+
+
+def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int) -> np.dtype:
+    """Check option values the parser cannot; return the dtype."""
+    try:
+        dtype = resolve_dtype(args.dtype)
+    except ValueError as exc:
+        p.error(f"--dtype: {exc}")
+    if not 0 <= args.root < nprocs:
+        p.error(f"--root {args.root} is out of range for {nprocs} processes")
+    if args.reps is not None and args.reps < 1:
+        p.error("--reps must be >= 1")
+    if args.warmup < 0:
+        p.error("--warmup must be >= 0")
+    if not args.min_time > 0:
+        p.error("--min-time must be > 0")
+    if args.algorithms is not None:
+        collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
+        known = {a for c in collectives for a in lpmpi.algorithms(c)} | {AUTO, MPI4PY}
+        unknown = [a for a in args.algorithms if a not in known]
+        if unknown:
+            p.error(f"--algorithms: unknown {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return dtype
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; return 0, or 1 if any lpmpi result mismatched or any algorithm failed
+    (argparse exits with 2 on bad usage)."""
+    comm = MPI.COMM_WORLD
+    rank, nprocs = comm.Get_rank(), comm.Get_size()
+    parser = build_parser(quiet=rank != 0)
+    args = parser.parse_args(argv)
+    dtype = _validate(parser, args, nprocs)
+
+    def out(line: str) -> None:
+        if rank == 0:
+            print(line, flush=True)
+
+    counts = list(dict.fromkeys(max(1, n // dtype.itemsize) for n in args.sizes))
+    header = environment_header(comm, args, dtype, [c * dtype.itemsize for c in counts])
+    for line in format_header(header):
+        out(line)
+    if args.bandwidth:
+        header["memory_bandwidth"] = measure_memory_bandwidth(comm)
+        out(format_header(header)[-1])
+    if args.op == "avg" and (args.algorithms is None or MPI4PY in args.algorithms):
+        out("# note: no mpi4py row, as avg has no MPI op")
+
+    backend = memory_backend(args.memory, comm)
+    collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
+    all_rows: list[Row] = []
+    summaries: dict[str, Any] = {}
+    for collective in collectives:
+        cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op)
+        if not backend.mpi_readable:  # --memory cuda, MPI not CUDA-aware
+            cases = [c for c in cases if c.label != MPI4PY]
+        if args.compare_grid:
+            cases = [Case(AUTO, AUTO)]  # (the grid's cases are built per size)
+        if not cases:
+            out(f"# {collective}: none of the requested algorithms applies")
+            continue
+        s = Settings(collective, dtype, args.op, args.root, args.warmup, args.reps, args.min_time,
+                     args.check, backend)
+        if args.compare_grid:
+            rows, summaries[collective] = run_compare_grid(comm, s, counts, out)
+        elif args.scaling:
+            rows, summaries[collective] = run_scaling(comm, s, counts, cases, out)
+        else:
+            rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
+        all_rows.extend(rows)
+
+    failed = [r for r in all_rows if r.check in ("MISMATCH", "ERROR")]
+    if failed:
+        out(
+            f"\n# FAILED: {len(failed)} row(s): "
+            + ", ".join(f"{r.collective}/{r.label}/{r.nbytes}B {r.check}" for r in failed[:20])
+            + (" ..." if len(failed) > 20 else "")
+        )
+    if args.json and rank == 0:
+        doc = {
+            "header": header,
+            "rows": [asdict(r) for r in all_rows],
+            "summary": summaries,
+            "status": "failed" if failed else "ok",
+        }
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, default=str)
+            f.write("\n")
+        out(f"# wrote {args.json}")
+    return 1 if failed else 0

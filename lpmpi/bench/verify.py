@@ -1,0 +1,244 @@
+"""The benchmark's oracle: the deterministic input pattern every rank's buffers are filled with,
+the expected reduction (numpy), and the checks of every measured row's result against
+``native``'s and numpy's.
+
+>>> import numpy as np
+>>> idx = np.arange(4, dtype=np.uint64)
+>>> dt = np.dtype("float32")
+>>> e = expected_values(idx, 2, dt, "sum")
+>>> bool(np.array_equal(e, pattern(idx, 0, dt, "sum") + pattern(idx, 1, dt, "sum")))
+True
+"""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from lpmpi.bench.cases import NATIVE, Buffers, Settings
+from lpmpi.bench.harness import probe
+from lpmpi.bench.memory import HostMemory
+
+SENTINEL = 0xA5  # byte written into output buffers before a checked call
+SAMPLE_POINTS = 4096
+
+NP_OPS: dict[str, Callable[..., Any]] = {
+    "sum": np.add,
+    "avg": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "land": np.logical_and,
+    "lor": np.logical_or,
+    "lxor": np.logical_xor,
+    "band": np.bitwise_and,
+    "bor": np.bitwise_or,
+    "bxor": np.bitwise_xor,
+}
+
+#: (sample indices, numpy's expected values there, native's full result); see native_reference
+Reference = tuple[Any, Any, Any]
+NO_REFERENCE: Reference = (None, None, None)
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    """True for floating and complex dtypes (ml_dtypes' bfloat16 included)."""
+    return dtype.kind in "fc" or (dtype.kind == "V" and "float" in dtype.name)
+
+
+def _eps(dtype: np.dtype) -> float:
+    try:
+        return float(np.finfo(dtype).eps)
+    except (TypeError, ValueError):
+        return 2.0**-7  # bfloat16; float8 types are coarser but rarely benchmarked
+
+
+def pattern(indices: np.ndarray, rank: int, dtype: np.dtype, op: str) -> np.ndarray:
+    """Deterministic, aperiodic input of ``rank`` at ``indices`` (uint64), as ``dtype``.
+
+    Values are small integers 1..8 (bool: 0/1), or for ``prod`` on inexact types 0.5, 1 and 2
+    (times 1j for some complex elements), so that sums and products are exact in any order and
+    results of different algorithms compare bit for bit in the common case.
+    """
+    h = indices.astype(np.uint64, copy=True)
+    h *= np.uint64(0x9E3779B97F4A7C15)
+    h += np.uint64(((rank + 1) * 0xBF58476D1CE4E5B9) % (1 << 64))
+    h *= np.uint64(0x94D049BB133111EB)
+    h >>= np.uint64(61)
+    h += np.uint64(1)  # 1..8
+    if dtype.kind == "b":
+        return (h & np.uint64(1)).astype(dtype)
+    if not is_inexact(dtype):
+        return h.astype(dtype)
+    if op == "prod":
+        values = np.exp2((h % np.uint64(3)).astype(np.float64) - 1.0)
+        if dtype.kind == "c":
+            values = np.where(h & np.uint64(4), values * 1j, values)
+        return values.astype(dtype)
+    if dtype.kind == "c":
+        return (h.astype(np.float64) + 1j * (9.0 - h.astype(np.float64))).astype(dtype)
+    return h.astype(np.float64).astype(dtype)
+
+
+def expected_values(indices: np.ndarray, nprocs: int, dtype: np.dtype, op: str) -> np.ndarray:
+    """The reduction over all ranks' :func:`pattern` at ``indices``, computed with numpy."""
+    ufunc = NP_OPS[op]
+    acc = pattern(indices, 0, dtype, op)
+    if op in ("land", "lor", "lxor"):
+        acc = acc.astype(bool).astype(dtype)
+    for rank in range(1, nprocs):
+        acc = ufunc(acc, pattern(indices, rank, dtype, op)).astype(dtype)
+    if op == "avg":
+        acc = (acc.astype(np.complex128 if dtype.kind == "c" else np.float64) / nprocs).astype(dtype)
+    return acc
+
+
+def sample_indices(count: int) -> np.ndarray:
+    """Indices where ``native`` is checked against numpy: both ends, a regular grid, random ones."""
+    if count <= 3 * SAMPLE_POINTS:
+        return np.arange(count, dtype=np.uint64)
+    rng = np.random.default_rng(12345)
+    parts = [
+        np.arange(64),
+        np.arange(count - 64, count),
+        np.linspace(0, count - 1, SAMPLE_POINTS).astype(np.int64),
+        rng.integers(0, count, SAMPLE_POINTS),
+    ]
+    return np.unique(np.concatenate(parts)).astype(np.uint64)
+
+
+def _flat_bytes(arr: np.ndarray) -> np.ndarray:
+    return arr.reshape(-1).view(np.uint8)
+
+
+def same_result(result: np.ndarray, ref: np.ndarray, dtype: np.dtype, nprocs: int) -> bool:
+    """Exact (bytewise) equality; for inexact dtypes, within a tolerance that grows with P."""
+    if result.shape != ref.shape:
+        return False
+    if np.array_equal(_flat_bytes(result), _flat_bytes(ref)):
+        return True
+    if not is_inexact(dtype):
+        return False
+    wide = np.complex128 if dtype.kind == "c" else np.float64
+    tol = 8.0 * max(nprocs, 1) * _eps(dtype)
+    return bool(np.allclose(result.astype(wide), ref.astype(wide), rtol=tol, atol=tol, equal_nan=True))
+
+
+def make_buffers(
+    backend: HostMemory,
+    collective: str,
+    count: int,
+    dtype: np.dtype,
+    op: str,
+    rank: int,
+    root: int,
+) -> Buffers:
+    """Allocate this rank's buffers for one message size, filled with its :func:`pattern`
+    (outputs with the sentinel)."""
+    idx = np.arange(count, dtype=np.uint64)
+    if collective == "bcast":
+        orig = pattern(idx, root, dtype, op)
+        buf = backend.from_host(orig)
+        if rank != root:
+            backend.fill_bytes(buf, SENTINEL)
+        return Buffers(send=buf, recv=None, orig=orig)
+    orig = pattern(idx, rank, dtype, op)
+    recv = backend.from_host(orig)
+    backend.fill_bytes(recv, SENTINEL)
+    return Buffers(send=backend.from_host(orig), recv=recv, orig=orig)
+
+
+def native_reference(
+    comm: MPI.Comm, s: Settings, bufs: Buffers, count: int, native_call: Callable[[], Any] | None
+) -> Reference:
+    """Sample indices, numpy's expected values there, and native's full result (if it is right).
+
+    Call on every rank; ``native_call`` runs native on ``bufs`` (None: the collective has no
+    native).  The arrays are None where this rank holds no result (reduce: non-root) and for
+    bcast, whose reference (the root's data) is known everywhere.  Native's result is None when
+    native failed or differs from numpy; its own row then reports that.
+    """
+    rank, nprocs = comm.Get_rank(), comm.Get_size()
+    if s.collective == "bcast":
+        return NO_REFERENCE
+    holds_result = s.collective == "allreduce" or rank == s.root
+    idx = sample_indices(count) if holds_result else None
+    expected = expected_values(idx, nprocs, s.dtype, s.op) if idx is not None else None
+    if native_call is None:
+        return idx, expected, None
+    s.backend.fill_bytes(bufs.recv, SENTINEL)
+    if probe(comm, native_call) is not None:
+        return idx, expected, None
+    if idx is None or expected is None:
+        return NO_REFERENCE
+    result = s.backend.to_host(bufs.recv).copy()
+    if not same_result(result.reshape(-1)[idx.astype(np.intp)], expected, s.dtype, nprocs):
+        return idx, expected, None
+    return idx, expected, result
+
+
+def _diff(result: np.ndarray, ref: np.ndarray, what: str, where: np.ndarray | None = None) -> str:
+    """Describe how flat ``result`` differs from ``ref``: how many elements, and the first one.
+
+    ``where`` maps positions to element indices when the arrays are a sample.
+    """
+    rows_a = _flat_bytes(result).reshape(result.size, -1)
+    rows_b = _flat_bytes(ref).reshape(ref.size, -1)
+    bad = np.flatnonzero((rows_a != rows_b).any(axis=1))
+    if bad.size == 0:
+        return f"differs from {what} beyond tolerance"
+    i = int(bad[0])
+    at = int(where[i]) if where is not None else i
+    got, want = result[i].item(), ref[i].item()
+    return f"{bad.size} of {result.size} elements differ from {what}; first [{at}]: {got!r}, not {want!r}"
+
+
+def check_case(
+    comm: MPI.Comm,
+    s: Settings,
+    call: Callable[[], Any],
+    bufs: Buffers,
+    reference: Reference,
+) -> str | None:
+    """Run ``call`` once on sentinel-filled outputs and check the result on every rank.
+
+    allreduce/reduce: result equals native's (and numpy's at sampled elements), input unchanged;
+    reduce: non-root outputs untouched; allreduce: bitwise-identical on all ranks; bcast: every
+    rank holds the root's data exactly.  Returns None if all is well, else the first failing
+    rank's reason.
+    """
+    rank, nprocs, be = comm.Get_rank(), comm.Get_size(), s.backend
+    why: str | None = None
+    if s.collective == "bcast":
+        if rank != s.root:
+            be.fill_bytes(bufs.send, SENTINEL)
+        call()
+        buf = be.to_host(bufs.send).reshape(-1)
+        if not np.array_equal(_flat_bytes(buf), _flat_bytes(bufs.orig)):
+            why = _diff(buf, bufs.orig, "the root's data")
+    else:
+        be.fill_bytes(bufs.recv, SENTINEL)
+        call()
+        send = be.to_host(bufs.send).reshape(-1)
+        result = be.to_host(bufs.recv).reshape(-1)
+        idx, expected, full = reference
+        if not np.array_equal(_flat_bytes(send), _flat_bytes(bufs.orig)):
+            why = "input modified: " + _diff(send, bufs.orig, "the input")
+        elif s.collective == "reduce" and rank != s.root:
+            if not np.all(_flat_bytes(result) == SENTINEL):
+                why = "recvbuf written on a non-root rank"
+        elif full is not None and not same_result(result, full, s.dtype, nprocs):
+            why = _diff(result, full.reshape(-1), NATIVE)
+        elif idx is not None and expected is not None:
+            sample = result[idx.astype(np.intp)]
+            if not same_result(sample, expected, s.dtype, nprocs):
+                why = _diff(sample, expected, "numpy (sampled)", idx)
+        if s.collective == "allreduce":
+            digests = comm.allgather(zlib.crc32(_flat_bytes(result)))
+            if why is None and len(set(digests)) > 1:
+                why = "results differ between ranks"
+    whys = comm.allgather(why)
+    return next((f"rank {r}: {w}" for r, w in enumerate(whys) if w is not None), None)

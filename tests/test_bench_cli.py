@@ -1,0 +1,179 @@
+"""The command lines around the measurement harness: ``--help`` of ``python -m lpmpi.bench`` and
+``lpmpi-tune`` (help for every option, each default said once), the tuner's per-trial progress
+lines when its output is not a terminal, Ctrl-C of a tuning run under mpiexec (every rank ends,
+the rerun resumes), and docs/plots.py and sim/run.py without their optional tools."""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from _mpi import child_env, mpiexec, run
+
+ROOT = Path(__file__).resolve().parent.parent
+DOUBLED = re.compile(r"\(default[^)]*\)[\s.;,]*\(default", re.IGNORECASE)
+FAST = ["--min-time", "0.002", "--min-reps", "3", "--max-reps", "6", "--warmup", "1",
+        "--verify-rounds", "1"]
+
+
+def _check_parser(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue
+        assert action.help, f"{action.option_strings} has no help text"
+
+
+def _check_help_text(text: str) -> None:
+    blocks = re.split(r"\n  (?=-)", text)            # one block per option
+    for block in blocks:
+        flat = " ".join(block.split())
+        assert not DOUBLED.search(flat), f"a default said twice: {flat}"
+        assert flat.count("(default") <= 1, flat
+
+
+def test_bench_help_has_every_option_once():
+    from lpmpi.bench import build_parser
+
+    _check_parser(build_parser())
+    rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", "--help"], child_env(), 60)
+    assert rc == 0, out[-3000:]
+    _check_help_text(out)
+    for option in ("--sizes", "--compare-grid", "--scaling", "--memory", "--collective", "--check"):
+        assert option in out
+
+
+def test_tune_help_has_every_option_once():
+    from tuner.cli import build_parser
+
+    _check_parser(build_parser())
+    rc, out, _ = run([sys.executable, "-m", "tuner", "--help"], child_env(), 60)
+    assert rc == 0, out[-3000:]
+    _check_help_text(out)
+    assert "--max-trials-this-run" in out and "--crash-after" not in out
+    assert "(default: 0)" in out                                          # --seed, --root
+
+
+def test_doubled_default_is_detected():
+    with pytest.raises(AssertionError):
+        _check_help_text("usage: x\n\noptions:\n  --a A   the a (default: 4) (default: 4)\n")
+
+
+# ----------------------------------------------------------------------------- docs and sim
+
+
+def _path_without(*tools: str) -> str:
+    """PATH without the directories holding any of ``tools``."""
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if not any(os.path.exists(os.path.join(d, t)) for t in tools)]
+    return os.pathsep.join(keep)
+
+
+def test_plots_help_and_missing_matplotlib():
+    script = str(ROOT / "docs" / "plots.py")
+    rc, out, _ = run([sys.executable, script, "--help"], child_env(), 60)
+    assert rc == 0 and "time-vs-p" in out, out
+    code = ("import runpy, sys; sys.modules['matplotlib'] = None; "
+            f"sys.argv = [{script!r}, 'busbw']; runpy.run_path({script!r}, run_name='__main__')")
+    rc, out, _ = run([sys.executable, "-c", code], child_env(), 60)
+    assert rc in (1, 2) and "Traceback" not in out, out
+    assert "matplotlib" in out and "install" in out and len(out.strip().splitlines()) == 1, out
+
+
+@pytest.mark.parametrize("what", ["build", "fattree", "verify", "here"])
+def test_sim_without_simgrid_says_what_to_install(what):
+    script = str(ROOT / "sim" / "run.py")
+    rc, out, _ = run([sys.executable, script, "--help"], child_env(), 60)
+    assert rc == 0 and "fattree" in out, out
+    env = child_env({"PATH": _path_without("smpirun", "smpicc")})
+    rc, out, _ = run([sys.executable, script, what], env, 60)
+    assert rc in (1, 2) and "Traceback" not in out, out
+    assert "SimGrid" in out and "install" in out and len(out.strip().splitlines()) == 1, out
+
+
+# ----------------------------------------------------------------------------- the tuner's progress
+
+
+@pytest.mark.mpi
+def test_tune_progress_lines_without_a_terminal(tmp_path):
+    """Under mpiexec stderr is a pipe: still one line per trial, with the ETA."""
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "tuner", "--collectives", "bcast", "--sizes", "8,16K",
+           "--storage", "memory", "--out", str(tmp_path / "t.json"), "--no-fit-model", *FAST]
+    rc, out, _ = run(cmd, child_env(), 120)
+    assert rc == 0, out[-6000:]
+    lines = [ln for ln in out.splitlines() if re.match(r"bcast (8 B|16 KiB) trial \d+/\d+ ", ln)]
+    assert len(lines) >= 4, out[-4000:]
+    assert all(re.search(r"  ETA (-|\d+s|\d+m\d\ds|\d+h\d\dm)$", ln) for ln in lines), lines
+    assert any(re.search(r"trial \d+/\d+ lp chunk \d+ (B|KiB) [\d.]+ (us|ms)", ln) for ln in lines), lines
+    assert "\r" not in out
+
+
+# ----------------------------------------------------------------------------- Ctrl-C
+
+
+def _rank0_pid(marker: str) -> int | None:
+    """The pid of rank 0 of the tuning run whose command line holds ``marker`` (from /proc)."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [w.decode(errors="replace") for w in cmd]
+        ours = "tuner" in words and any(marker in w for w in words) and "mpiexec" not in Path(words[0]).name
+        if ours and b"PMI_RANK=0" in env:
+            return int(d.name)
+    return None
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_ctrl_c_ends_every_rank_and_the_rerun_resumes(tmp_path):
+    from test_tuner import done, finished, measured
+
+    db = tmp_path / "tune.db"
+    args = ["--collectives", "allreduce", "--sizes", "8,1K,4K,16K,64K,256K", "--storage", f"sqlite:///{db}",
+            "--out", str(tmp_path / "t.json"), "--no-fit-model", "--min-time", "0.02", "--min-reps", "5",
+            "--max-reps", "20", "--warmup", "1", "--verify-rounds", "1"]
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "tuner", *args]
+    proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True, cwd=str(tmp_path))
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 90
+        while not any(re.search(r"trial [1-9]\d*/", ln) for ln in list(lines)):   # a trial finished
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)[-4000:]
+            time.sleep(0.05)
+        pid = _rank0_pid(str(db))
+        assert pid is not None, "rank 0 not found"
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGINT)
+        rc = proc.wait(timeout=60)                       # every rank ends, promptly
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(5)
+    out = "".join(lines)
+    assert rc != 0 and took < 60, out[-4000:]
+    assert "interrupted; rerun the same command to resume" in out, out[-4000:]
+    first = finished(db)
+    assert measured(first), "no finished trial was stored"
+    assert [v[0].name for v in first.values()].count("RUNNING") == 0, first   # the trial cut short: FAIL
+    rc, out2, _ = run([mpiexec(), "-n", "2", sys.executable, "-m", "tuner", *args, "--quiet",
+                       "--max-trials-this-run", "1"], child_env(), 120)
+    assert rc == 3, out2[-4000:]
+    second = finished(db)
+    assert all(second[k] == v for k, v in done(first).items())         # finished trials kept
+    assert sum(map(len, measured(second).values())) == sum(map(len, measured(first).values())) + 1
