@@ -1,8 +1,9 @@
 """Type stubs of lpmpi's public API (docs/api.md)."""
 import enum
-from typing import Any, Literal, Optional, Tuple, TypeVar, Union
+from typing import Any, Literal, TypeVar
 
 from mpi4py import MPI
+from typing_extensions import TypeAlias
 
 from lpmpi import tables as tables
 from lpmpi._explain import Explanation
@@ -39,19 +40,19 @@ BXOR: Op
 class LPError(RuntimeError): ...
 class MismatchError(ValueError): ...
 
-Collective = Literal["allreduce", "reduce", "bcast"]
-OpLike = Union[Op, MPI.Op, str]
-B = TypeVar("B")
+Collective: TypeAlias = Literal["allreduce", "reduce", "bcast"]
+OpLike: TypeAlias = Op | MPI.Op | str
+_B = TypeVar("_B")
 
-def allreduce(sendbuf: Any, recvbuf: Optional[B] = None, op: OpLike = ..., comm: Optional[MPI.Comm] = None,
-              *, algorithm: str = "auto", chunk_bytes: Optional[int] = None) -> Any: ...
-def reduce(sendbuf: Any, recvbuf: Optional[B] = None, op: OpLike = ..., root: int = 0,
-           comm: Optional[MPI.Comm] = None, *, algorithm: str = "auto",
-           chunk_bytes: Optional[int] = None) -> Any: ...
-def bcast(buf: B, root: int = 0, comm: Optional[MPI.Comm] = None, *, algorithm: str = "auto",
-          chunk_bytes: Optional[int] = None) -> B: ...
-def algorithms(collective: Collective) -> Tuple[str, ...]: ...
-def select(collective: Collective, nbytes: int, comm: Optional[MPI.Comm] = None,
-           memory: Literal["host", "cuda"] = "host") -> Tuple[str, Optional[int]]: ...
-def explain(collective: Collective, nbytes: int, comm: Optional[MPI.Comm] = None,
+def allreduce(sendbuf: Any, recvbuf: _B | None = None, op: OpLike = "sum", comm: MPI.Comm | None = None,
+              *, algorithm: str = "auto", chunk_bytes: int | None = None) -> Any: ...
+def reduce(sendbuf: Any, recvbuf: _B | None = None, op: OpLike = "sum", root: int = 0,
+           comm: MPI.Comm | None = None, *, algorithm: str = "auto",
+           chunk_bytes: int | None = None) -> Any: ...
+def bcast(buf: _B, root: int = 0, comm: MPI.Comm | None = None, *, algorithm: str = "auto",
+          chunk_bytes: int | None = None) -> _B: ...
+def algorithms(collective: Collective) -> tuple[str, ...]: ...
+def select(collective: Collective, nbytes: int, comm: MPI.Comm | None = None,
+           memory: Literal["host", "cuda"] = "host") -> tuple[str, int | None]: ...
+def explain(collective: Collective, nbytes: int, comm: MPI.Comm | None = None,
             memory: Literal["host", "cuda"] = "host") -> Explanation: ...

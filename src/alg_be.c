@@ -1,22 +1,25 @@
-/* BE: bidirectional exchange.
+/* be: bidirectional exchange (Rabenseifner for allreduce and reduce, scatter-allgather for
+ * bcast).
  *
- * allreduce (Rabenseifner): recursive-halving reduce-scatter, then recursive-doubling
- * allgather, over pof2 = the largest power of two <= P.  The rem = P - pof2 extra ranks are
- * folded first: among virtual ranks 0..2 rem-1 each odd one sends its whole vector to the even
- * one below and sits out; the unfold at the end sends the result back.
+ * What: allreduce: recursive-halving reduce-scatter, then recursive-doubling allgather, over
+ *   pof2 = the largest power of two <= P.  The rem = P - pof2 extra ranks are folded first:
+ *   among virtual ranks 0..2 rem-1 each odd one sends its whole vector to the even one below
+ *   and sits out; the unfold at the end sends the result back.
+ *   reduce: fold + reduce-scatter as above, then a binomial gather of the finished blocks to
+ *   the root (the fold is done relative to the root, so the root never sits out).
+ *   bcast: binomial scatter of P blocks from the root, then allgather: recursive doubling for
+ *   P a power of two, a ring otherwise (MPICH's scatter_ring_allgather).
  *
- *   P = 4, blocks A B C D:   step 1 (distance 2): 0<->2, 1<->3 swap halves  -> each holds 2 blocks
- *                            step 2 (distance 1): 0<->1, 2<->3 swap halves  -> each holds 1 block
- *                            then the same steps in reverse copy the finished blocks around.
+ * Steps (allreduce, P = 4, blocks A B C D):
  *
- * reduce: fold + reduce-scatter as above, then a binomial gather of the finished blocks to
- *         the root (the fold is done relative to the root, so the root never sits out).
- * bcast:  binomial scatter of P blocks from the root, then allgather: recursive doubling for
- *         P a power of two, a ring otherwise (MPICH's scatter_ring_allgather).
+ *   step 1 (distance 2):  0 <-> 2, 1 <-> 3  swap halves, reduce   -> each holds 2 blocks
+ *   step 2 (distance 1):  0 <-> 1, 2 <-> 3  swap halves, reduce   -> each holds 1 block
+ *   steps 3, 4:           the same pairs in reverse order copy the finished blocks around
  *
- * Cost (pof2 = P): allreduce 2 log2 P alpha + 2 (P-1)/P n beta + (P-1)/P n gamma;
- * the fold adds 2 (alpha + n beta) + n gamma.  Each block's result is computed once, by its
- * owner, in a fixed order, so allreduce results are bitwise identical everywhere.
+ * Cost: cost_*_be in src/registry.c: 2 log2(pof2) latencies, 2 (pof2-1)/pof2 n bytes moved,
+ *   (pof2-1)/pof2 n reduced, plus the fold for P not a power of two.
+ * Limits: none on P or count.  Order: each block's result is computed once, by its owner, in
+ *   a fixed order: bitwise identical results everywhere.
  * Memory: n bytes of scratch (n more for the work vector on non-root ranks of reduce). */
 #include "internal.h"
 

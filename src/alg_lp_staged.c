@@ -33,7 +33,7 @@
  * partial's copies.  Nothing blocks while anything could progress: with device work pending
  * the loop polls events and MPI requests; with none it waits in MPI_Waitany.
  *
- * Cost: the LP cost (alg_lp.c) with chunk steps of max(alpha + c beta, c / B_pcie, c gamma_dev)
+ * Cost: the LP cost (cost_*_lp, src/registry.c) with chunk steps of max(alpha + c beta, c / B_pcie, c gamma_dev)
  * once the pipeline is full, plus about two chunk copies to fill and drain it.
  * Memory: per chain 3 W chunk slots of pinned host memory and 2 W of device memory.
  * Limits: W <= 64 (events); chunk_bytes as LP. */

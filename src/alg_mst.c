@@ -1,14 +1,20 @@
-/* MST: binomial (minimum spanning) trees, whole message per edge.
+/* mst: binomial (minimum spanning) trees, the whole message per edge.
  *
- *   bcast from root, P = 8 (virtual ranks):   0 -> 4; 0 -> 2, 4 -> 6; 0 -> 1, 2 -> 3, 4 -> 5, 6 -> 7
- *   reduce to root: the same tree, edges reversed; a parent folds its children in in
- *   increasing distance order: acc = (own op child1) op child2 ... (fixed, deterministic order)
- *   allreduce = reduce to rank 0 + bcast from rank 0 (identical bits everywhere).
+ * What: bcast down a binomial tree rooted at the root; reduce up the same tree, a parent
+ *   folding its children in increasing distance order; allreduce = reduce to rank 0 + bcast
+ *   from rank 0 (identical bits everywhere).
  *
- * Cost: bcast ceil(log2 P)(alpha + n beta); reduce ceil(log2 P)(alpha + n (beta + gamma));
- * allreduce the sum of both.  Good for small messages; grows with log P for large ones.
- * Memory: reduce needs n bytes of scratch for an incoming child (and n more for the
- * accumulator on non-root ranks of reduce, whose recvbuf is never written). */
+ * Steps (bcast, P = 8, virtual ranks v = rank - root mod P):
+ *
+ *   round 1:  0 -> 4
+ *   round 2:  0 -> 2   4 -> 6
+ *   round 3:  0 -> 1   2 -> 3   4 -> 5   6 -> 7          (reduce: the same edges, reversed)
+ *
+ * Cost: cost_*_mst in src/registry.c: ceil(log2 P) rounds of the whole message (and of its
+ *   reduction for reduce).  Good for small messages; grows with log P for large ones.
+ * Limits: none on P or count.  Order: acc = (own op child1) op child2 ... (fixed).
+ * Memory: n bytes of scratch for an incoming child (and n more for the accumulator on
+ *   non-root ranks of reduce, whose recvbuf is never written). */
 #include "internal.h"
 
 static int tree_bcast(const lp_args_t *a, char *buf, int root) {

@@ -1,17 +1,26 @@
 /* native: the MPI library's own collectives, on lpmpi's private communicator.
  *
- * Where the library lacks a type (float16, bfloat16), does not define an op on a type (MPI
- * has no MAX or bitwise ops on MPI_C_BOOL), differs from numpy (MPI's floating MAX/MIN drop
- * NaN, numpy's propagate it), or gets an op wrong (Open MPI's vectorized
- * 8/16-bit integer SUM/PROD saturates instead of wrapping, open-mpi/ompi#8045), native runs
- * the library's collective with lpmpi's own kernel registered through MPI_Op_create on a
- * contiguous byte type, so results still follow the contract.  AVG is SUM followed by a
- * local division (every rank divides identical sums: identical results).
- * Device memory on a CUDA-aware MPI: device pointers go to the library for its built-in
- * (type, op) pairs; the pairs that need lpmpi's user op (a host function) run on a pinned host
- * copy (lp_stage_whole).
- * Counts are split into pieces of at most lp_max_msg_bytes (element-wise ops allow it), so
- * every MPI count fits in an int. */
+ * What: MPI_Allreduce / MPI_Reduce / MPI_Bcast.  Where the library lacks a type (float16,
+ *   bfloat16), does not define an op on a type (MPI has no MAX or bitwise ops on MPI_C_BOOL),
+ *   differs from numpy (MPI's floating MAX/MIN drop NaN, numpy's propagate it), or gets an op
+ *   wrong (Open MPI's vectorized 8/16-bit integer SUM/PROD saturates instead of wrapping,
+ *   open-mpi/ompi#8045), native runs the library's collective with lpmpi's own kernel
+ *   registered through MPI_Op_create on a contiguous byte type, so results still follow the
+ *   contract.  AVG is SUM followed by a local division (every rank divides identical sums:
+ *   identical results).  Device memory on a CUDA-aware MPI: device pointers go to the library
+ *   for its built-in (type, op) pairs; the pairs that need lpmpi's user op (a host function)
+ *   run on a pinned host copy (lp_stage_whole).
+ *
+ * Steps: the library's own (MPICH: recursive doubling / binomial trees for small messages,
+ *   Rabenseifner / scatter-allgather for large ones; see its cvars).
+ *
+ *   user buffers --> [split into pieces of <= lp_max_msg_bytes] --> MPI_Allreduce per piece
+ *
+ * Cost: cost_*_native in src/registry.c, a model of MPICH's own choice (binomial up to 2 KiB
+ *   with half lpmpi's per-message latency, Rabenseifner above); the tuner measures the truth.
+ * Limits: counts are split into pieces of at most lp_max_msg_bytes (element-wise ops allow
+ *   it), so every MPI count fits in an int.  Order: the library's (MPICH's is deterministic
+ *   for a fixed P and size). */
 #include "internal.h"
 #include <stdio.h>
 

@@ -1,15 +1,23 @@
-/* Ring allreduce: ring reduce-scatter then ring allgather over P blocks, chunked.
+/* ring: ring reduce-scatter then ring allgather over P blocks, chunked (allreduce only).
  *
- *   rank r, step s of the reduce-scatter (s = 0 .. P-2):
- *     send block (r - s) mod P to r+1, receive block (r - s - 1) mod P from r-1 and reduce it
- *   after P-1 steps rank r owns finished block (r + 1) mod P; P-1 allgather steps pass the
- *   finished blocks around the ring.
+ * What: rank r owns block (r + 1) mod P of the result.  Reduce-scatter step s = 0 .. P-2:
+ *   send block (r - s) mod P to r+1, receive block (r - s - 1) mod P from r-1 and reduce it
+ *   into the local copy; allgather: P-1 steps pass the finished blocks around the ring.
+ *   Within a step the block travels as chunks of chunk_bytes, W in flight, so reducing
+ *   chunk j overlaps receiving chunk j+1.
  *
- * Within a reduce-scatter step the block travels as chunks of chunk_bytes with W in flight,
- * so reducing chunk j overlaps receiving chunk j+1.
- * Cost: 2 (P-1) alpha (times chunks per block) + 2 (P-1)/P n beta + (P-1)/P n gamma.
- * Every block's result is computed once, by its owner, in ring order: bitwise identical
- * results on every rank.  Memory: W chunk slots. */
+ * Steps (P = 3, blocks A B C; "x+y" is a partial sum):
+ *
+ *   reduce-scatter   step 0: 0 -A-> 1   1 -B-> 2   2 -C-> 0      (each adds what it receives)
+ *                    step 1: 0 -C-> 1   1 -A-> 2   2 -B-> 0      -> 0 owns B, 1 owns C, 2 owns A
+ *   allgather        step 0: 0 -B-> 1   1 -C-> 2   2 -A-> 0
+ *                    step 1: 0 -A-> 1   1 -B-> 2   2 -C-> 0      -> every rank holds A B C
+ *
+ * Cost: cost_allreduce_ring in src/registry.c: 2 (P - 1) steps of n/P bytes, each step's
+ *   block in ceil(n / (P c)) chunks; P - 1 reductions of n/P bytes.
+ * Limits: none on P or count; chunk_bytes clamped to lp_max_msg_bytes by the caller.
+ * Order: every block's result is computed once, by its owner, in ring order: bitwise
+ *   identical results on every rank.  Memory: W chunk slots. */
 #include "internal.h"
 
 /* one reduce-scatter step: send [sb, sb+slen) from src; receive [roff, +rlen) from left in

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _mpi import child_env, format_failure, mpiexec, run
 
 pytest.importorskip("sklearn", reason="the BSP-SGD example needs scikit-learn's bundled digits")
