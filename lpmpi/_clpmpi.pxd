@@ -12,6 +12,7 @@ cdef extern from "lpmpi.h" nogil:
         LP_ERR_CUDA
         LP_ERR_UNSUPPORTED
         LP_ERR_INTERNAL
+        LP_ERR_BUSY
         LP_NDTYPES
         LP_NOPS
         LP_NCOLLS

@@ -22,11 +22,16 @@
  *   it), so every MPI count fits in an int.  Order: the library's (MPICH's is deterministic
  *   for a fixed P and size). */
 #include "internal.h"
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
+/* lpmpi's user types and ops: created once, by the first thread that needs them, under a lock
+ * (collectives may run from several threads on different communicators) */
 static MPI_Datatype user_type[LP_NDTYPES];   /* MPI_DATATYPE_NULL until first needed */
 static MPI_Op user_op[LP_NOPS];
-static int user_ready, is_open_mpi = -1;
+static atomic_int user_ready, is_open_mpi = -1;
+static pthread_mutex_t user_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* user-op callbacks: one per op; the element type is recovered from the datatype handle */
 static lp_dtype_t dtype_of(MPI_Datatype t) {
@@ -47,23 +52,31 @@ static MPI_User_function *const uop_fn[LP_NOPS] = {
     uop_LP_LOR, uop_LP_LXOR, uop_LP_BAND, uop_LP_BOR, uop_LP_BXOR};
 
 static int user_init(void) {
-    int rc = LP_OK;
-    if (user_ready) return LP_OK;
-    for (int d = 0; d < LP_NDTYPES; d++) {
-        LP_MPI(MPI_Type_contiguous((int)lp_dtype_size((lp_dtype_t)d), MPI_BYTE, &user_type[d]));
-        LP_MPI(MPI_Type_commit(&user_type[d]));
+    int rc = LP_OK, d = 0, o = 0;
+    if (atomic_load_explicit(&user_ready, memory_order_acquire)) return LP_OK;
+    pthread_mutex_lock(&user_lock);
+    if (!atomic_load_explicit(&user_ready, memory_order_relaxed)) {
+        for (d = 0; d < LP_NDTYPES; d++) {
+            LP_MPI(MPI_Type_contiguous((int)lp_dtype_size((lp_dtype_t)d), MPI_BYTE, &user_type[d]));
+            LP_MPI(MPI_Type_commit(&user_type[d]));
+        }
+        for (o = 0; o < LP_NOPS; o++) LP_MPI(MPI_Op_create(uop_fn[o], 1, &user_op[o]));
+        atomic_store_explicit(&user_ready, 1, memory_order_release);
     }
-    for (int o = 0; o < LP_NOPS; o++) LP_MPI(MPI_Op_create(uop_fn[o], 1, &user_op[o]));
-    user_ready = 1;
 cleanup:
+    if (rc != LP_OK) {                /* undo a partial initialisation: the next call retries */
+        for (int i = 0; i < d && i < LP_NDTYPES; i++) MPI_Type_free(&user_type[i]);
+        for (int i = 0; i < o; i++) MPI_Op_free(&user_op[i]);
+    }
+    pthread_mutex_unlock(&user_lock);
     return rc;
 }
 
 void lp_native_free(void) {          /* called at finalize */
-    if (!user_ready) return;
+    if (!atomic_load(&user_ready)) return;
     for (int d = 0; d < LP_NDTYPES; d++) MPI_Type_free(&user_type[d]);
     for (int o = 0; o < LP_NOPS; o++) MPI_Op_free(&user_op[o]);
-    user_ready = 0;
+    atomic_store(&user_ready, 0);
 }
 
 static int open_mpi(void) {
@@ -94,16 +107,20 @@ static MPI_Datatype builtin_type(lp_dtype_t d) {
     }
 }
 
-static const MPI_Op *builtin_op(lp_op_t o) {
-    static MPI_Op ops[LP_NOPS];
-    static int init;
-    if (!init) {
-        MPI_Op t[LP_NOPS] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_SUM, MPI_LAND,
-                             MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
-        memcpy(ops, t, sizeof ops);
-        init = 1;
+static MPI_Op builtin_op(lp_op_t o) {
+    switch (o) {
+    case LP_SUM: case LP_AVG: return MPI_SUM;
+    case LP_PROD: return MPI_PROD;
+    case LP_MAX: return MPI_MAX;
+    case LP_MIN: return MPI_MIN;
+    case LP_LAND: return MPI_LAND;
+    case LP_LOR: return MPI_LOR;
+    case LP_LXOR: return MPI_LXOR;
+    case LP_BAND: return MPI_BAND;
+    case LP_BOR: return MPI_BOR;
+    case LP_BXOR: return MPI_BXOR;
+    default: return MPI_OP_NULL;
     }
-    return &ops[o];
 }
 
 /* does MPI's own (type, op) pair give the contract's result for (d, o)? */
@@ -122,7 +139,7 @@ int lp_native_builtin(lp_dtype_t d, lp_op_t o) {
 static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
     if (lp_native_builtin(d, o)) {
         *t = builtin_type(d);
-        *op = *builtin_op(o);
+        *op = builtin_op(o);
         return LP_OK;
     }
     int rc = user_init();

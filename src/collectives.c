@@ -31,7 +31,7 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
                lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem) {
     int rc = LP_OK, bound = 0, saved = 0, xport;
     const lp_devops_t *dev = NULL;
-    lp_ctx_t *ctx;
+    lp_ctx_t *ctx = NULL;
     lp_choice_t ch;
     lp_reduce_fn fn = NULL;
     if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
@@ -42,6 +42,10 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
     if (dev) mem = LP_MEM_CUDA;                   /* emulation decides as for device memory */
     LP_TRY(lp_ctx_ready(comm, &ctx, NULL));
     if (root < 0 || root >= ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
+    if (atomic_exchange_explicit(&ctx->busy, 1, memory_order_acquire))
+        return LP_FAIL(LP_ERR_BUSY, "another thread is running a collective on this communicator "
+                       "(MPI allows one collective at a time per communicator: use one "
+                       "communicator per thread, e.g. comm.Dup())");
     size_t esize = lp_dtype_size(dt), nbytes = count * esize;
     LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, alg, chunk_bytes, &ch));
     if (lp_check_enabled) {
@@ -49,7 +53,7 @@ static int run(lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size
                               coll == LP_ALLREDUCE ? -1 : root, ch.alg, (int64_t)ch.chunk};
         LP_TRY(lp_check_agree(ctx, v, 0));
     }
-    if (count == 0) return LP_OK;
+    if (count == 0) goto cleanup;
     const lp_algo_t *A = &lp_algos[ch.alg];
     lp_args_t a = {
         .ctx = ctx, .comm = ctx->comm, .rank = ctx->rank, .size = ctx->size, .coll = coll,
@@ -69,6 +73,7 @@ cleanup:
         if (rc != LP_OK) dev->sync(-1);   /* nothing of this call may still run afterwards */
         dev->unbind(saved);
     }
+    if (ctx && rc != LP_ERR_BUSY) atomic_store_explicit(&ctx->busy, 0, memory_order_release);
     return rc;
 }
 

@@ -15,8 +15,12 @@
  * LPMPI_CHECK path of a rank with a local argument error both do first, so the internal
  * collectives of a first call are the same on every rank whatever the local outcome. */
 #include "engine.h"
+#include <pthread.h>
 #include <stdlib.h>
 
+/* the keyval, the list of live contexts and their counters are shared by every thread: one
+ * lock around them (never held across a collective MPI call) */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int keyval = MPI_KEYVAL_INVALID;
 static lp_ctx_t *live;            /* every context not yet freed */
 static long nlive;
@@ -24,25 +28,28 @@ static long mismatches;           /* contexts whose ranks held different tables 
 
 /* the last context each thread looked up (every call looks up its communicator's context, an
  * MPI attribute search): valid while no context has been freed since (generation) */
-static unsigned long freed_gen;
+static atomic_ulong freed_gen;
 static _Thread_local struct { MPI_Comm user; lp_ctx_t *ctx; unsigned long gen; } last = {MPI_COMM_NULL, NULL, 0};
 
 static inline lp_ctx_t *cached(MPI_Comm user) {
-    return last.ctx && last.user == user && last.gen == freed_gen ? last.ctx : NULL;
+    return last.ctx && last.user == user && last.gen == atomic_load_explicit(&freed_gen, memory_order_acquire)
+               ? last.ctx : NULL;
 }
 static inline void remember(MPI_Comm user, lp_ctx_t *ctx) {
     last.user = user;
     last.ctx = ctx;
-    last.gen = freed_gen;
+    last.gen = atomic_load_explicit(&freed_gen, memory_order_acquire);
 }
 
 long lp_comm_contexts(void) { return nlive; }
 long lp_table_mismatches(void) { return mismatches; }
 
 static void ctx_free(lp_ctx_t *c) {
-    freed_gen++;
+    atomic_fetch_add_explicit(&freed_gen, 1, memory_order_acq_rel);
+    pthread_mutex_lock(&lock);
     for (lp_ctx_t **p = &live; *p; p = &(*p)->next)
         if (*p == c) { *p = c->next; nlive--; break; }
+    pthread_mutex_unlock(&lock);
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     if (c->table) { lp_table_free(c->table); free(c->table); }
     free(c->scratch);
@@ -69,12 +76,15 @@ static int at_finalize(MPI_Comm comm, int kv, void *val, void *extra) {
 }
 
 static int init_once(void) {
-    int rc = LP_OK, fin_kv;
-    if (keyval != MPI_KEYVAL_INVALID) return LP_OK;
-    LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ctx_delete, &keyval, NULL));
+    int rc = LP_OK, fin_kv, kv = MPI_KEYVAL_INVALID;
+    pthread_mutex_lock(&lock);
+    if (keyval != MPI_KEYVAL_INVALID) goto cleanup;
+    LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ctx_delete, &kv, NULL));
     LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &fin_kv, NULL));
     LP_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, fin_kv, NULL));
+    keyval = kv;
 cleanup:
+    pthread_mutex_unlock(&lock);
     return rc;
 }
 
@@ -105,9 +115,11 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     LP_MPI(MPI_Comm_rank(c->comm, &c->rank));
     LP_MPI(MPI_Comm_size(c->comm, &c->size));
     LP_MPI(MPI_Comm_set_attr(user, keyval, c));
+    pthread_mutex_lock(&lock);
     c->next = live;
     live = c;
     nlive++;
+    pthread_mutex_unlock(&lock);
     remember(user, *out = c);
     return LP_OK;
 cleanup:

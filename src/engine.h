@@ -15,6 +15,7 @@
 #define LPMPI_ENGINE_H
 
 #include "internal.h"
+#include <stdatomic.h>
 
 /* ---- tuning rows (table.c) ---- */
 typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging; } lp_row_t;
@@ -63,6 +64,7 @@ struct lp_ctx {
         int mem;
         lp_choice_t choice;
     } last[LP_NCOLLS];
+    atomic_int busy;          /* a collective runs on it (one thread at a time: MPI's rule) */
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 };
 

@@ -28,7 +28,8 @@ enum {
     LP_ERR_MISMATCH = 4, /* LPMPI_CHECK: ranks disagree */
     LP_ERR_CUDA = 5,     /* CUDA runtime failure */
     LP_ERR_UNSUPPORTED = 6,
-    LP_ERR_INTERNAL = 7  /* a bug of lpmpi (a pipeline that cannot progress, ...) */
+    LP_ERR_INTERNAL = 7, /* a bug of lpmpi (a pipeline that cannot progress, ...) */
+    LP_ERR_BUSY = 8      /* two threads ran collectives on one communicator at once */
 };
 
 /* ---- element types (order is ABI with lpmpi/_core.pyx) ---- */
