@@ -25,7 +25,23 @@ except ImportError as _e:  # the source tree, not an installed build
         f"(pip install .) and run from another directory, or use the console scripts "
         f"(lpmpi-bench, lpmpi-info, lpmpi-tune)") from None
 from lpmpi import _env
-from lpmpi._core import Op, algorithms, allreduce, bcast, reduce, select
+from lpmpi._core import (
+    Op,
+    Request,
+    algorithms,
+    allreduce,
+    allreduce_init,
+    bcast,
+    bcast_init,
+    iallreduce,
+    ibcast,
+    ireduce,
+    progress_thread,
+    reduce,
+    reduce_init,
+    select,
+    waitall,
+)
 
 __version__ = "0.1.0"
 __all__ = [
@@ -44,11 +60,20 @@ __all__ = [
     "LPError",
     "MismatchError",
     "Op",
+    "Request",
     "algorithms",
     "allreduce",
+    "allreduce_init",
     "bcast",
+    "bcast_init",
+    "iallreduce",
+    "ibcast",
+    "ireduce",
+    "progress_thread",
     "reduce",
+    "reduce_init",
     "select",
+    "waitall",
 ]
 
 IN_PLACE = MPI.IN_PLACE

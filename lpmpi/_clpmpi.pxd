@@ -55,12 +55,27 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_op_name(lp_op_t op)
     int lp_op_valid(lp_dtype_t dt, lp_op_t op)
 
-    int lp_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
-                     lp_op_t op, int alg, size_t chunk_bytes, lp_mem_t mem)
-    int lp_reduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
-                  lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem)
-    int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, int alg,
-                 size_t chunk_bytes, lp_mem_t mem)
+    ctypedef struct lp_req_t:
+        pass
+    enum:
+        LP_REQ_BLOCKING
+        LP_REQ_NONBLOCKING
+        LP_REQ_PERSISTENT
+    int lp_request(lp_req_t **req, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
+                   void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
+                   size_t chunk_bytes, lp_mem_t mem)
+    int lp_start(lp_req_t *req)
+    int lp_test(lp_req_t *req, int *done)
+    int lp_wait(lp_req_t *req)
+    int lp_waitall(int n, lp_req_t *const *reqs)
+    int lp_req_active(const lp_req_t *req)
+    int lp_req_free(lp_req_t *req)
+    int lp_progress()
+    long lp_outstanding()
+    int lp_progress_thread(int on)
+    int lp_progress_thread_running()
+    int lp_native_forms()
+    void lp_test_fault(long after)
     const char *lp_errmsg()
     const char *lp_errwhere()
     const char *lp_coll_name(lp_coll_t coll)

@@ -12,6 +12,7 @@ restates them.  The environment is read by :mod:`lpmpi._env`, which calls ``_con
 """
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_FORMAT,
                              PyBUF_C_CONTIGUOUS)
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.string cimport memset
 cimport cython
 cimport numpy as cnp
@@ -708,24 +709,28 @@ cdef class Message:
             _warn_tables()
         return 0
 
-    cdef int run(self) except -1:
-        """The blocking collective (GIL released)."""
+    cdef lp_req_t *request(self, int kind) except? NULL:
+        """The engine's request for this call (GIL released): LP_REQ_BLOCKING runs it to
+        completion (returns NULL), LP_REQ_NONBLOCKING starts it, LP_REQ_PERSISTENT makes it
+        inactive.  A failure raises."""
         cdef int rc = LP_OK
+        cdef lp_req_t *req = NULL
+        cdef lp_req_t **out = NULL if kind == LP_REQ_BLOCKING else &req
         self.prepare()
         if _debug:
             _debug_log(self)
         with nogil:
-            if self.coll == LP_ALLREDUCE:
-                rc = lp_allreduce(self.comm, self.s.ptr, self.rptr, self.s.count, self.s.dtype,
-                                  self.op, self.alg, self.chunk, self.s.mem)
-            elif self.coll == LP_REDUCE:
-                rc = lp_reduce(self.comm, self.s.ptr, self.rptr, self.s.count, self.s.dtype,
-                               self.op, self.root, self.alg, self.chunk, self.s.mem)
-            else:
-                rc = lp_bcast(self.comm, self.s.ptr, self.s.count, self.s.dtype, self.root,
-                              self.alg, self.chunk, self.s.mem)
+            rc = lp_request(out, kind, self.coll, self.comm, self.s.ptr, self.rptr, self.s.count,
+                            self.s.dtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
         if rc != LP_OK:
             _raise_status(rc)
+        return req
+
+    cdef int run(self) except -1:
+        """The blocking collective (GIL released)."""
+        if _norphans:
+            _reap_orphans()
+        self.request(LP_REQ_BLOCKING)
         return 0
 
 cdef str _source_name(int src):
@@ -794,6 +799,327 @@ def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
     cdef Message m = Message.for_bcast(buf, root, comm, algorithm, chunk_bytes)
     m.run()
     return m.result
+
+# ---------------------------------------------------------------- requests
+cdef int _norphans = 0          # requests dropped while in flight (see Request.__dealloc__)
+cdef list _orphans = []         # their (request, message): kept alive until they complete
+
+@cython.no_gc
+@cython.freelist(8)
+cdef class _Orphan:
+    cdef lp_req_t *req
+    cdef Message msg
+
+cdef void _reap_orphans() noexcept:
+    """Free the dropped requests that have completed (their buffers go with them)."""
+    global _norphans
+    cdef _Orphan o
+    cdef int done = 0
+    keep = []
+    for o in _orphans:
+        done = 0
+        lp_test(o.req, &done)
+        if done:
+            lp_req_free(o.req)
+            o.req = NULL
+        else:
+            keep.append(o)
+    _orphans[:] = keep
+    _norphans = len(keep)
+
+cdef dict _KIND_NAMES = {LP_REQ_NONBLOCKING: "nonblocking", LP_REQ_PERSISTENT: "persistent"}
+
+@cython.no_gc
+@cython.freelist(8)
+cdef class Request:
+    """A nonblocking or persistent lpmpi collective (``lpmpi.iallreduce`` ...,
+    ``lpmpi.allreduce_init`` ...).
+
+    ``test()`` advances lpmpi's outstanding work and says whether this request has completed;
+    ``wait()`` blocks (GIL released) until it has and returns what the blocking call returns
+    (again on every later call); ``done`` says whether it is complete without making progress.
+    A persistent request is inactive until ``start()``, and may be started again once waited;
+    ``free()`` (or a ``with`` block, or garbage collection) releases it.  The buffers belong to
+    lpmpi until the request completes.  A request dropped while in flight is completed by
+    later lpmpi calls or at exit (``MPI_Finalize``), with a ``ResourceWarning``.
+
+    >>> req = lpmpi.iallreduce(np.ones(4))   # doctest: +SKIP
+    >>> y = req.wait()                       # doctest: +SKIP
+    """
+    cdef lp_req_t *req
+    cdef Message msg
+    cdef int kind
+
+    def __cinit__(self):
+        self.req = NULL
+
+    @staticmethod
+    cdef Request make(Message m, int kind):
+        cdef Request r = Request.__new__(Request)
+        if _norphans:
+            _reap_orphans()
+        r.req = m.request(kind)
+        r.msg = m
+        r.kind = kind
+        return r
+
+    cdef int _check(self) except -1:
+        if self.req == NULL:
+            raise ValueError("this request was freed")
+        return 0
+
+    def test(self):
+        """Advance every outstanding lpmpi request; True once this one has completed (raises
+        LPError if it failed).  An inactive persistent request counts as complete."""
+        cdef int done = 0, rc
+        self._check()
+        rc = lp_test(self.req, &done)
+        if _norphans:
+            _reap_orphans()
+        if rc != LP_OK:
+            _raise_status(rc)
+        return bool(done)
+
+    def wait(self):
+        """Block until this request completes (advancing every outstanding one; the GIL is
+        released) and return the blocking call's result: recvbuf, None on the non-roots of
+        reduce, buf for bcast.  Raises LPError if it failed."""
+        cdef int rc
+        self._check()
+        with nogil:
+            rc = lp_wait(self.req)
+        if _norphans:
+            _reap_orphans()
+        if rc != LP_OK:
+            _raise_status(rc)
+        return self.msg.result
+
+    @property
+    def done(self):
+        """True when the request is not in flight (complete, or a persistent one not started);
+        makes no progress."""
+        return self.req == NULL or not lp_req_active(self.req)
+
+    @property
+    def persistent(self):
+        return self.kind == LP_REQ_PERSISTENT
+
+    def start(self):
+        """Start a persistent request (again); it must not be in flight."""
+        cdef int rc
+        self._check()
+        if self.kind != LP_REQ_PERSISTENT:
+            raise ValueError("start() is for persistent requests (lpmpi.allreduce_init, ...); a "
+                             "nonblocking request started when it was made")
+        if lp_req_active(self.req):
+            raise ValueError("this persistent request is still in flight: wait() for it before "
+                             "starting it again")
+        if _norphans:
+            _reap_orphans()
+        with nogil:
+            rc = lp_start(self.req)
+        if rc != LP_OK:
+            _raise_status(rc)
+        return self
+
+    def free(self):
+        """Release the request (waiting for it first if it is in flight)."""
+        cdef int rc = LP_OK
+        if self.req == NULL:
+            return
+        if lp_req_active(self.req):
+            with nogil:
+                rc = lp_wait(self.req)
+        lp_req_free(self.req)
+        self.req = NULL
+        self.msg = None
+        if rc != LP_OK:
+            _raise_status(rc)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False
+
+    def __repr__(self):
+        if self.req == NULL:
+            return "<lpmpi.Request (freed)>"
+        m = self.msg
+        state = "active" if lp_req_active(self.req) else ("inactive" if self.kind == LP_REQ_PERSISTENT
+                                                           and not lp_req_active(self.req) else "done")
+        return (f"<lpmpi.Request {_KIND_NAMES[self.kind]} {COLLECTIVES[m.coll]} "
+                f"{m.s.count * lp_dtype_size(m.s.dtype)} B {DTYPE_NAMES[m.s.dtype]} {state}>")
+
+    def __dealloc__(self):
+        global _norphans
+        cdef _Orphan o
+        if self.req == NULL:
+            return
+        if not lp_req_active(self.req):
+            lp_req_free(self.req)
+            self.req = NULL
+            return
+        # in flight: its buffers must live until it completes, which later calls (or the exit
+        # of the interpreter, before MPI_Finalize) take care of
+        o = _Orphan.__new__(_Orphan)
+        o.req = self.req
+        o.msg = self.msg
+        self.req = NULL
+        _orphans.append(o)
+        _norphans += 1
+        try:
+            import warnings
+            warnings.warn("lpmpi.Request dropped while in flight (never waited); it completes at "
+                          "a later lpmpi call or at MPI_Finalize", ResourceWarning, stacklevel=2)
+        except Exception:   # warnings turned into errors cannot propagate from here
+            pass
+
+
+def _at_exit():
+    """Before MPI_Finalize (mpi4py finalizes after Python's atexit handlers): stop the
+    progress thread and complete the requests dropped while in flight."""
+    global _norphans
+    cdef _Orphan o
+    cdef int rc
+    lp_progress_thread(0)
+    if not _orphans:
+        return
+    try:
+        import warnings
+        warnings.warn(f"lpmpi: completing {len(_orphans)} request(s) dropped while in flight "
+                      "before MPI_Finalize", ResourceWarning, stacklevel=1)
+    except Exception:
+        pass
+    for o in _orphans:
+        with nogil:
+            lp_wait(o.req)
+        lp_req_free(o.req)
+        o.req = NULL
+    _orphans.clear()
+    _norphans = 0
+
+import atexit as _atexit
+_atexit.register(_at_exit)
+
+
+def iallreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Nonblocking :func:`allreduce`: starts it and returns a :class:`Request` whose ``wait()``
+    returns recvbuf.  Arguments and errors as the blocking call (raised here, before any
+    communication).
+
+    >>> req = lpmpi.iallreduce(grad, op="avg")   # doctest: +SKIP
+    >>> ...                                      # compute meanwhile
+    >>> grad_avg = req.wait()                    # doctest: +SKIP
+    """
+    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes),
+                        LP_REQ_NONBLOCKING)
+
+
+def ireduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
+            chunk_bytes=None):
+    """Nonblocking :func:`reduce`; ``wait()`` returns recvbuf on the root, None elsewhere."""
+    return Request.make(Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes),
+                        LP_REQ_NONBLOCKING)
+
+
+def ibcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Nonblocking :func:`bcast`; ``wait()`` returns buf."""
+    return Request.make(Message.for_bcast(buf, root, comm, algorithm, chunk_bytes), LP_REQ_NONBLOCKING)
+
+
+def allreduce_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
+                   chunk_bytes=None):
+    """Persistent :func:`allreduce`: arguments checked, algorithm chosen and scratch reserved
+    once; ``start()`` then ``wait()``, as often as needed, with the buffers' current contents.
+
+    >>> p = lpmpi.allreduce_init(grad, lpmpi.IN_PLACE)   # doctest: +SKIP
+    >>> for step in range(n): p.start(); ...; p.wait()  # doctest: +SKIP
+    """
+    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes),
+                        LP_REQ_PERSISTENT)
+
+
+def reduce_init(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
+                chunk_bytes=None):
+    """Persistent :func:`reduce` (see :func:`allreduce_init`)."""
+    return Request.make(Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes),
+                        LP_REQ_PERSISTENT)
+
+
+def bcast_init(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Persistent :func:`bcast` (see :func:`allreduce_init`)."""
+    return Request.make(Message.for_bcast(buf, root, comm, algorithm, chunk_bytes), LP_REQ_PERSISTENT)
+
+
+def waitall(requests):
+    """Wait for every request (advancing all of them at once) and return their results, in
+    order; raises the first failure (in list order) once all have completed."""
+    reqs = list(requests)
+    cdef Request r
+    for x in reqs:
+        if not isinstance(x, Request):
+            raise TypeError(f"requests must be lpmpi.Request objects, got {type(x).__name__}")
+        (<Request>x)._check()
+    cdef int n = len(reqs), rc = LP_OK, i
+    if n == 0:
+        return []
+    cdef lp_req_t **arr = <lp_req_t **>PyMem_Malloc(n * sizeof(lp_req_t *))
+    if arr == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            arr[i] = (<Request>reqs[i]).req
+        with nogil:
+            rc = lp_waitall(n, arr)
+    finally:
+        PyMem_Free(arr)
+    if _norphans:
+        _reap_orphans()
+    if rc != LP_OK:
+        _raise_status(rc)
+    return [(<Request>x).msg.result for x in reqs]
+
+
+def progress_thread(bint on):
+    """Start (True) or stop (False) lpmpi's background progress thread, which advances every
+    outstanding request while the program computes (also ``LPMPI_PROGRESS_THREAD=1``).  Needs
+    MPI_THREAD_MULTIPLE (mpi4py's default): raises LPError saying why otherwise.  Returns
+    whether it runs."""
+    cdef int rc
+    with nogil:
+        rc = lp_progress_thread(on)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return bool(lp_progress_thread_running())
+
+
+def progress():
+    """Advance every outstanding request once, without waiting; returns how many are still
+    in flight."""
+    lp_progress()
+    if _norphans:
+        _reap_orphans()
+    return lp_outstanding()
+
+
+def _outstanding():
+    """Requests started and not complete (tests)."""
+    return lp_outstanding()
+
+
+def _native_forms():
+    """(nonblocking, persistent) forms of native in this MPI library (MPI_Iallreduce ...,
+    MPI 4's MPI_Allreduce_init ...)."""
+    cdef int f = lp_native_forms()
+    return bool(f & 1), bool(f & 2)
+
+
+def _test_fault(long after):
+    """Tests: the ``after``-th next point-to-point call of the engine fails (0: never)."""
+    lp_test_fault(after)
+
 
 # ---------------------------------------------------------------- the decision, model, tables
 def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk_bytes=None):

@@ -39,6 +39,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_EMULATE_STAGING", "0|1", ("emulate the staged device path on the host (every buffer is "
      "treated as device memory; tests)")),
     ("LPMPI_MAX_MSG_BYTES", "size", "largest single MPI message (bigger transfers are split; tests)"),
+    ("LPMPI_PROGRESS_THREAD", "0|1", ("start the background progress thread at import: it advances "
+     "nonblocking and persistent requests while the program computes (needs MPI_THREAD_MULTIPLE)")),
 )
 
 _FALSE = ("", "0", "false", "no", "off")
@@ -58,6 +60,7 @@ class Settings:
     cuda_aware: int = -1               # -1 ask the MPI library, 0 staged, 1 aware
     emulate_staging: bool = False
     max_msg_bytes: int = 0
+    progress_thread: bool = False
 
 
 def _ignore(name: str, value: str, why: str) -> None:
@@ -118,6 +121,7 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         cuda_aware=-1 if not aware else int(_flag(env, "LPMPI_CUDA_AWARE")),
         emulate_staging=_flag(env, "LPMPI_EMULATE_STAGING"),
         max_msg_bytes=_size(env, "LPMPI_MAX_MSG_BYTES"),
+        progress_thread=_flag(env, "LPMPI_PROGRESS_THREAD"),
     )
 
 
@@ -138,6 +142,11 @@ def apply() -> Settings:
         # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
         _core.set_override(coll, s.algorithm if s.algorithm in _core.algorithms(coll) else None,
                            s.chunk_bytes)
+    if s.progress_thread:
+        try:
+            _core.progress_thread(True)
+        except Exception as exc:  # noqa: BLE001 - a warning, never a failed import
+            warnings.warn(f"lpmpi: LPMPI_PROGRESS_THREAD=1 ignored: {exc}", RuntimeWarning, stacklevel=3)
     return s
 
 

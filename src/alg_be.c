@@ -4,7 +4,7 @@
  * What: allreduce: recursive-halving reduce-scatter, then recursive-doubling allgather, over
  *   pof2 = the largest power of two <= P.  The rem = P - pof2 extra ranks are folded first:
  *   among virtual ranks 0..2 rem-1 each odd one sends its whole vector to the even one below
- *   and sits out; the unfold at the end sends the result back.
+ *   and sits out; the unfold at the end sends the result back (topo.h: lp_rd_t).
  *   reduce: fold + reduce-scatter as above, then a binomial gather of the finished blocks to
  *   the root (the fold is done relative to the root, so the root never sits out).
  *   bcast: binomial scatter of P blocks from the root, then allgather: recursive doubling for
@@ -16,6 +16,12 @@
  *   step 2 (distance 1):  0 <-> 1, 2 <-> 3  swap halves, reduce   -> each holds 1 block
  *   steps 3, 4:           the same pairs in reverse order copy the finished blocks around
  *
+ * Schedule: one phase per step above (a rank that sits a step out has an empty phase): a
+ *   halving step is SEND of the half given away, RECV of the half kept into scratch and
+ *   REDUCE into the work vector, piece k after RECV k; a doubling step a SEND and a RECV;
+ *   the fold a SEND or a RECV + REDUCE; the finished block's SCALE (AVG) its own phase.
+ *   Transfers go in pieces of the largest MPI message.
+ *
  * Cost: cost_*_be in src/registry.c: 2 log2(pof2) latencies, 2 (pof2-1)/pof2 n bytes moved,
  *   (pof2-1)/pof2 n reduced, plus the fold for P not a power of two.
  * Limits: none on P or count.  Order: each block's result is computed once, by its owner, in
@@ -23,154 +29,179 @@
  * Memory: n bytes of scratch (n more for the work vector on non-root ranks of reduce). */
 #include "internal.h"
 
-typedef struct {
-    int P, pof2, rem, v, newrank, root;
-} be_t;
+/* ---- fold + recursive halving: phases 0 .. log2(pof2) ----
+ * afterwards a participating rank holds the finished block `newrank` (of pof2 blocks) in
+ * work; folded-out ranks only send.  The vector a step reads is sendbuf until the first
+ * reduction has written work. */
+static int rs_phases(const lp_rd_t *b) { return 1 + lp_log2(b->pof2); }
 
-static void be_init(const lp_args_t *a, be_t *b, int root) {
-    b->P = a->size;
-    b->pof2 = lp_pof2_floor(b->P);
-    b->rem = b->P - b->pof2;
-    b->root = root;
-    b->v = lp_vrank(a->rank, root, b->P);
-    if (b->v < 2 * b->rem) b->newrank = (b->v % 2) ? -1 : b->v / 2;
-    else b->newrank = b->v - b->rem;
-}
-static int be_real(const be_t *b, int newrank) {
-    int v = newrank < b->rem ? 2 * newrank : newrank + b->rem;
-    return lp_rrank(v, b->root, b->P);
-}
-
-/* fold + recursive halving: afterwards a participating rank holds the finished block
- * `newrank` (of pof2 blocks) in work; folded-out ranks did nothing but send. */
-static int be_reduce_scatter(const lp_args_t *a, const be_t *b, char *work, char *tmp) {
-    int rc = LP_OK;
-    size_t es = a->esize, bytes = a->count * es;
-    const char *src = a->sbuf;
-    if (b->v < 2 * b->rem) {
-        if (b->v % 2) {
-            LP_TRY(lp_send(a, a->sbuf, bytes, lp_rrank(b->v - 1, b->root, b->P), LP_TAG_BE));
-            goto cleanup;
+static void reduce_scatter(lp_req_t *r, const lp_args_t *a, const lp_rd_t *b, char *work, char *tmp,
+                           int i) {
+    const size_t es = a->esize, bytes = a->count * es, pb = lp_piece_bytes(a);
+    const int tag = a->tag0 + LP_TAG_BE;
+    int partner;
+    const int folded = lp_rd_folded(b, &partner);
+    if (i == 0) {                                      /* the fold */
+        if (!folded) return;
+        if (b->newrank < 0) {
+            lp_lane_send(r, a, a->sbuf, bytes, pb, partner, tag);
+        } else {
+            lp_lane_t *rv = lp_lane_recv(r, a, tmp, bytes, pb, partner, tag);
+            lp_lane_after(lp_lane_reduce(r, a, work, a->sbuf, tmp, bytes, pb), rv, 0);
         }
-        LP_TRY(lp_recv(a, tmp, bytes, lp_rrank(b->v + 1, b->root, b->P), LP_TAG_BE));
-        LP_TRY(lp_reduce_local(a, work, a->sbuf, tmp, a->count));
-        src = work;
+        return;
     }
-    int lo = 0, hi = b->pof2;
-    for (int mask = b->pof2 / 2; mask >= 1; mask /= 2) {
-        int mid = lo + (hi - lo) / 2, klo, khi, glo, ghi;
+    if (b->newrank < 0) return;
+    /* the range halved down to step i (distance pof2 / 2^i): keep [klo, khi), give [glo, ghi) */
+    int lo = 0, hi = b->pof2, mask = b->pof2, klo = 0, khi = 0, glo = 0, ghi = 0;
+    for (int s = 1; s <= i; s++) {
+        int mid = lo + (hi - lo) / 2;
+        mask /= 2;
         if (b->newrank & mask) { klo = mid; khi = hi; glo = lo; ghi = mid; }
         else { klo = lo; khi = mid; glo = mid; ghi = hi; }
-        size_t koff, klen, goff, glen;
-        lp_blocks(a->count, b->pof2, klo, khi, &koff, &klen);
-        lp_blocks(a->count, b->pof2, glo, ghi, &goff, &glen);
-        LP_TRY(lp_sendrecv(a, src + goff * es, glen * es, be_real(b, b->newrank ^ mask),
-                           tmp, klen * es, be_real(b, b->newrank ^ mask), LP_TAG_BE));
-        LP_TRY(lp_reduce_local(a, work + koff * es, src + koff * es, tmp, klen));
-        src = work;
         lo = klo;
         hi = khi;
     }
-    if (src != work) LP_TRY(lp_copy(a, work, src, bytes));   /* pof2 == 1: nothing exchanged */
-cleanup:
-    return rc;
+    const char *src = (folded || i > 1) ? work : a->sbuf;
+    size_t koff, klen, goff, glen;
+    lp_blocks(a->count, b->pof2, klo, khi, &koff, &klen);
+    lp_blocks(a->count, b->pof2, glo, ghi, &goff, &glen);
+    int peer = lp_rd_real(b, b->newrank ^ mask);
+    lp_lane_send(r, a, src + goff * es, glen * es, pb, peer, tag);
+    lp_lane_t *rv = lp_lane_recv(r, a, tmp, klen * es, pb, peer, tag);
+    lp_lane_after(lp_lane_reduce(r, a, work + koff * es, src + koff * es, tmp, klen * es, pb), rv, 0);
 }
 
-int lp_allreduce_be(const lp_args_t *a) {
-    int rc = LP_OK;
-    be_t b;
-    be_init(a, &b, 0);
-    size_t es = a->esize, bytes = a->count * es;
-    void *tmp;
-    LP_TRY(lp_scratch(a, bytes, &tmp));
-    LP_TRY(be_reduce_scatter(a, &b, a->rbuf, tmp));
-    if (b.newrank >= 0) {
-        size_t off, len;
+/* ---- allreduce ---- */
+static int allreduce_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, 0);
+    /* reduce-scatter, finish, doubling, unfold */
+    p->nphases = rs_phases(&b) + 1 + lp_log2(b.pof2) + 1;
+    p->work = a->count * a->esize;
+    return LP_OK;
+}
+
+static int allreduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, 0);
+    const size_t es = a->esize, bytes = a->count * es, pb = lp_piece_bytes(a);
+    const int tag = a->tag0 + LP_TAG_BE, nrs = rs_phases(&b), lg = lp_log2(b.pof2);
+    size_t off, len;
+    if (i < nrs) {
+        reduce_scatter(r, a, &b, a->rbuf, lp_req_area(r, LP_AREA_WORK), i);
+    } else if (i == nrs) {                             /* the owned block is final */
+        if (b.newrank < 0) return LP_OK;
         lp_block(a->count, b.pof2, b.newrank, &off, &len);
-        LP_TRY(lp_finish(a, a->rbuf + off * es, len));
-        for (int mask = 1; mask < b.pof2; mask *= 2) {       /* recursive doubling */
-            int mine = b.newrank & ~(mask - 1), theirs = (b.newrank ^ mask) & ~(mask - 1);
-            size_t moff, mlen, toff, tlen;
-            lp_blocks(a->count, b.pof2, mine, mine + mask, &moff, &mlen);
-            lp_blocks(a->count, b.pof2, theirs, theirs + mask, &toff, &tlen);
-            LP_TRY(lp_sendrecv(a, a->rbuf + moff * es, mlen * es, be_real(&b, b.newrank ^ mask),
-                               a->rbuf + toff * es, tlen * es, be_real(&b, b.newrank ^ mask), LP_TAG_BE));
-        }
+        lp_lane_scale(r, a, a->rbuf + off * es, len * es, 0);
+    } else if (i <= nrs + lg) {                        /* recursive doubling */
+        if (b.newrank < 0) return LP_OK;
+        int mask = 1 << (i - nrs - 1);
+        int mine = b.newrank & ~(mask - 1), theirs = (b.newrank ^ mask) & ~(mask - 1);
+        size_t moff, mlen, toff, tlen;
+        lp_blocks(a->count, b.pof2, mine, mine + mask, &moff, &mlen);
+        lp_blocks(a->count, b.pof2, theirs, theirs + mask, &toff, &tlen);
+        int peer = lp_rd_real(&b, b.newrank ^ mask);
+        lp_lane_send(r, a, a->rbuf + moff * es, mlen * es, pb, peer, tag);
+        lp_lane_recv(r, a, a->rbuf + toff * es, tlen * es, pb, peer, tag);
+    } else {                                           /* unfold */
+        int partner;
+        if (!lp_rd_folded(&b, &partner)) return LP_OK;
+        if (b.newrank < 0) lp_lane_recv(r, a, a->rbuf, bytes, pb, partner, tag);
+        else lp_lane_send(r, a, a->rbuf, bytes, pb, partner, tag);
     }
-    if (b.v < 2 * b.rem) {                                    /* unfold */
-        if (b.v % 2) LP_TRY(lp_recv(a, a->rbuf, bytes, lp_rrank(b.v - 1, 0, b.P), LP_TAG_BE));
-        else LP_TRY(lp_send(a, a->rbuf, bytes, lp_rrank(b.v + 1, 0, b.P), LP_TAG_BE));
-    }
-cleanup:
-    return rc;
+    return LP_OK;
 }
 
-int lp_reduce_be(const lp_args_t *a) {
-    int rc = LP_OK;
-    be_t b;
-    be_init(a, &b, a->root);
-    size_t es = a->esize, bytes = a->count * es;
-    int is_root = b.v == 0;
-    void *s;
-    LP_TRY(lp_scratch(a, is_root ? bytes : 2 * bytes, &s));
-    char *tmp = s, *work = is_root ? a->rbuf : (char *)s + bytes;
-    LP_TRY(be_reduce_scatter(a, &b, work, tmp));
-    if (b.newrank < 0) goto cleanup;
-    int lo = b.newrank, hi = b.newrank + 1;                   /* binomial gather to newrank 0 */
-    for (int mask = 1; mask < b.pof2; mask *= 2) {
-        size_t off, len;
-        if (b.newrank & mask) {
-            lp_blocks(a->count, b.pof2, lo, hi, &off, &len);
-            LP_TRY(lp_send(a, work + off * es, len * es, be_real(&b, b.newrank - mask), LP_TAG_BE));
-            break;
-        }
-        lp_blocks(a->count, b.pof2, hi, hi + mask, &off, &len);
-        LP_TRY(lp_recv(a, work + off * es, len * es, be_real(&b, b.newrank + mask), LP_TAG_BE));
-        hi += mask;
-    }
-    if (is_root) LP_TRY(lp_finish(a, a->rbuf, a->count));
-cleanup:
-    return rc;
+/* ---- reduce ---- */
+static int reduce_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, a->root);
+    size_t bytes = a->count * a->esize;
+    p->nphases = rs_phases(&b) + lp_log2(b.pof2) + 1;   /* reduce-scatter, gather, finish */
+    p->work = b.v == 0 ? bytes : 2 * bytes;
+    return LP_OK;
 }
 
-int lp_bcast_be(const lp_args_t *a) {
-    int rc = LP_OK, P = a->size, root = a->root, v = lp_vrank(a->rank, root, P), mask = 1;
-    size_t es = a->esize, off, len;
+static int reduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, a->root);
+    const size_t es = a->esize, pb = lp_piece_bytes(a);
+    const int tag = a->tag0 + LP_TAG_BE, nrs = rs_phases(&b), lg = lp_log2(b.pof2);
+    const int is_root = b.v == 0;
+    char *s = lp_req_area(r, LP_AREA_WORK);
+    char *tmp = s, *work = is_root ? a->rbuf : s + a->count * es;
+    if (i < nrs) {
+        reduce_scatter(r, a, &b, work, tmp, i);
+        return LP_OK;
+    }
+    if (i == nrs + lg) {                               /* the root's result */
+        if (is_root) lp_lane_scale(r, a, a->rbuf, a->count * es, 0);
+        return LP_OK;
+    }
+    if (b.newrank < 0) return LP_OK;
+    /* binomial gather to newrank 0: at distance mask, a rank whose bit is set sends the blocks
+     * [newrank, newrank + mask) it has gathered and is done; the others receive the next ones */
+    int mask = 1 << (i - nrs);
+    if (b.newrank & (mask - 1)) return LP_OK;          /* sent already */
+    size_t off, len;
+    if (b.newrank & mask) {
+        lp_blocks(a->count, b.pof2, b.newrank, b.newrank + mask, &off, &len);
+        lp_lane_send(r, a, work + off * es, len * es, pb, lp_rd_real(&b, b.newrank - mask), tag);
+    } else {
+        lp_blocks(a->count, b.pof2, b.newrank + mask, b.newrank + 2 * mask, &off, &len);
+        lp_lane_recv(r, a, work + off * es, len * es, pb, lp_rd_real(&b, b.newrank + mask), tag);
+    }
+    return LP_OK;
+}
+
+/* ---- bcast: binomial scatter of P blocks, then allgather ---- */
+static int bcast_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    int P = a->size;
+    p->nphases = 2 + (lp_pof2_floor(P) == P ? lp_log2(P) : P - 1);
+    return LP_OK;
+}
+
+static int bcast_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    const int P = a->size, root = a->root, v = lp_vrank(a->rank, root, P);
+    const int tag = a->tag0 + LP_TAG_BE;
+    const size_t es = a->esize, pb = lp_piece_bytes(a);
     char *buf = a->rbuf;
-    while (mask < P) {                                        /* binomial scatter */
-        if (v & mask) {
-            lp_blocks(a->count, P, v, v + mask < P ? v + mask : P, &off, &len);
-            LP_TRY(lp_recv(a, buf + off * es, len * es, lp_rrank(v - mask, root, P), LP_TAG_BE));
-            break;
-        }
-        mask <<= 1;
-    }
-    for (mask >>= 1; mask > 0; mask >>= 1) {
-        if (v + mask < P) {
+    size_t off, len;
+    int top = v ? lp_lowbit(v) : 1 << lp_binom_rounds(P);
+    if (i == 0) {                                      /* scatter: my range from the parent */
+        if (!v) return LP_OK;
+        lp_blocks(a->count, P, v, v + top < P ? v + top : P, &off, &len);
+        lp_lane_recv(r, a, buf + off * es, len * es, pb, lp_rrank(v - top, root, P), tag);
+    } else if (i == 1) {                               /* scatter: the children's ranges */
+        for (int mask = top >> 1; mask > 0; mask >>= 1) {
+            if (v + mask >= P) continue;
             lp_blocks(a->count, P, v + mask, v + 2 * mask < P ? v + 2 * mask : P, &off, &len);
-            LP_TRY(lp_send(a, buf + off * es, len * es, lp_rrank(v + mask, root, P), LP_TAG_BE));
+            lp_lane_send(r, a, buf + off * es, len * es, pb, lp_rrank(v + mask, root, P), tag);
         }
+    } else if (lp_pof2_floor(P) == P) {                /* recursive doubling */
+        int mask = 1 << (i - 2);
+        int mine = v & ~(mask - 1), theirs = (v ^ mask) & ~(mask - 1);
+        size_t moff, mlen, toff, tlen;
+        lp_blocks(a->count, P, mine, mine + mask, &moff, &mlen);
+        lp_blocks(a->count, P, theirs, theirs + mask, &toff, &tlen);
+        int peer = lp_rrank(v ^ mask, root, P);
+        lp_lane_send(r, a, buf + moff * es, mlen * es, pb, peer, tag);
+        lp_lane_recv(r, a, buf + toff * es, tlen * es, pb, peer, tag);
+    } else {                                           /* ring */
+        int s = i - 2, right = lp_rrank((v + 1) % P, root, P), left = lp_rrank((v - 1 + P) % P, root, P);
+        size_t soff, slen, roff, rlen;
+        lp_block(a->count, P, (v - s + P) % P, &soff, &slen);
+        lp_block(a->count, P, (v - s - 1 + 2 * P) % P, &roff, &rlen);
+        lp_lane_send(r, a, buf + soff * es, slen * es, pb, right, tag);
+        lp_lane_recv(r, a, buf + roff * es, rlen * es, pb, left, tag);
     }
-    if (lp_pof2_floor(P) == P) {                              /* recursive doubling */
-        for (mask = 1; mask < P; mask *= 2) {
-            int mine = v & ~(mask - 1), theirs = (v ^ mask) & ~(mask - 1);
-            size_t moff, mlen, toff, tlen;
-            lp_blocks(a->count, P, mine, mine + mask, &moff, &mlen);
-            lp_blocks(a->count, P, theirs, theirs + mask, &toff, &tlen);
-            LP_TRY(lp_sendrecv(a, buf + moff * es, mlen * es, lp_rrank(v ^ mask, root, P),
-                               buf + toff * es, tlen * es, lp_rrank(v ^ mask, root, P), LP_TAG_BE));
-        }
-    } else {                                                  /* ring */
-        int right = lp_rrank((v + 1) % P, root, P), left = lp_rrank((v - 1 + P) % P, root, P);
-        for (int s = 0; s < P - 1; s++) {
-            int sb = (v - s + P) % P, rb = (v - s - 1 + 2 * P) % P;
-            size_t soff, slen, roff, rlen;
-            lp_block(a->count, P, sb, &soff, &slen);
-            lp_block(a->count, P, rb, &roff, &rlen);
-            LP_TRY(lp_sendrecv(a, buf + soff * es, slen * es, right, buf + roff * es, rlen * es, left,
-                               LP_TAG_BE));
-        }
-    }
-cleanup:
-    return rc;
+    return LP_OK;
 }
+
+const lp_sched_t lp_sched_allreduce_be = {allreduce_plan, allreduce_phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_reduce_be = {reduce_plan, reduce_phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_bcast_be = {bcast_plan, bcast_phase, NULL, NULL, NULL};

@@ -30,161 +30,38 @@
  * computed once at the head and copied everywhere else, so allreduce results are
  * bitwise identical on every rank and run to run.
  *
- * Implementation: one state machine per rank with four request windows of W chunks
- * (partial receive, partial send, final receive, final send).  It never blocks on one
- * request while another could progress: when nothing moved it waits on any of the oldest
- * outstanding requests (MPI_Waitsome), so the reduction of chunk k overlaps the transfers
- * of chunks k+1.. in both directions.  Memory: W chunk slots for incoming partials, plus W
- * for outgoing partials on non-root ranks of reduce (their recvbuf is never written).
- * Limits: none on P or count; chunk_bytes is clamped to lp_max_msg_bytes by the caller. */
+ * Schedule: one phase; per chain, the lanes of a rank at chain position v (W = the window):
+ *
+ *   PR   RECV   partial k from v+1 into slot k mod W      after RED k-W (the slot is free)
+ *   RED  REDUCE out k = own k op slot k mod W             after PR k, after PS k-W
+ *   FIN  SCALE  AVG: chunk k /= P, at the head            after RED k
+ *   PS   SEND   out k (the tail: own k) to v-1            after RED k
+ *   FR   RECV   final k from v-1 into recvbuf             after PS k (its region has left)
+ *   FS   SEND   final k to v+1                            after FR k (head: FIN or RED k)
+ *
+ * i.e. receive-reduce-send up the chain and receive-copy-send down it; `out` is recvbuf,
+ * or W slots of its own on the middle ranks of reduce (their recvbuf is never written).
+ * The engine keeps W chunks in flight per transfer lane, so the reduction of chunk k
+ * overlaps the transfers of chunks k+1.. in both directions.
+ * Memory: W chunk slots for incoming partials, plus W for outgoing partials on the middle
+ * ranks of reduce.  Limits: none on P or count; chunk_bytes is clamped to lp_max_msg_bytes
+ * by the decision. */
 #include "internal.h"
 
 typedef struct {
-    const lp_args_t *a;
     int up, down;           /* directions in use */
     int left, right;        /* real ranks of v-1 and v+1, or -1 */
     int tag_up, tag_down;
     size_t base, bytes;     /* the part of the message this chain carries */
-    size_t K, W, cb;        /* chunks, window, chunk bytes (full chunk) */
-    char *rslot, *sslot;    /* W incoming partial slots; W outgoing partial slots or NULL */
-    MPI_Request *pr, *ps, *fr, *fs;   /* W requests each: partial recv/send, final recv/send */
-    /* counters, each in chunk order: posted / completed */
-    size_t pr_post, pdone, ps_done, fr_post, fr_done, fs_post, fs_done;
+    size_t cb, K, W;        /* chunk bytes, chunks, window */
 } chain_t;
 
-static inline size_t chunk_off(const chain_t *c, size_t k) { return c->base + k * c->cb; }
-static inline size_t chunk_len(const chain_t *c, size_t k) {
-    size_t off = k * c->cb;
-    return c->bytes - off < c->cb ? c->bytes - off : c->cb;
-}
-
-/* MPI_Test that also accepts MPI_REQUEST_NULL (already complete) */
-/* a request is complete once MPI_Waitsome (in chains_run) has set it to MPI_REQUEST_NULL:
- * completions are only ever observed through a wait, never MPI_Test (SimGrid's SMPI, for one,
- * pays for every request a test completed at each later wait) */
-#define TEST(req, flagp) (*(flagp) = ((req) == MPI_REQUEST_NULL))
-
-/* advance one chain as far as it goes without blocking; *moved is set if anything happened */
-static int chain_step(chain_t *c, int *moved, int *done) {
-    const lp_args_t *a = c->a;
-    int rc = LP_OK, flag;
-    const size_t K = c->K, W = c->W;
-    const int has_up_src = c->up && c->right >= 0;    /* receives partials */
-    const int has_up_dst = c->up && c->left >= 0;     /* sends partials */
-    const int has_dn_src = c->down && c->left >= 0;   /* receives finals */
-    const int has_dn_dst = c->down && c->right >= 0;  /* sends finals */
-    /* 1. keep W partial receives posted */
-    while (has_up_src && c->pr_post < K && c->pr_post < c->pdone + W) {
-        size_t k = c->pr_post++;
-        LP_MPI(MPI_Irecv(c->rslot + (k % W) * c->cb, (int)chunk_len(c, k), MPI_BYTE, c->right,
-                         c->tag_up, a->comm, &c->pr[k % W]));
-        *moved = 1;
-    }
-    /* 2. produce partial (or, at the head, final) chunk pdone */
-    while (c->up && c->pdone < K) {
-        size_t k = c->pdone, s = k % W, off = chunk_off(c, k), len = chunk_len(c, k);
-        if (has_up_dst && k - c->ps_done >= W) break;    /* no free partial-send slot */
-        if (has_up_src && k >= c->pr_post) break;         /* its receive is not posted yet */
-        flag = 1;
-        if (has_up_src) TEST(c->pr[s], &flag);
-        if (!flag) break;
-        const char *out = a->sbuf + off;                  /* tail: own data as is */
-        if (has_up_src) {
-            char *dst = (c->sslot && has_up_dst) ? c->sslot + s * c->cb : a->rbuf + off;
-            LP_TRY(lp_reduce_local(a, dst, a->sbuf + off, c->rslot + s * c->cb, len / a->esize));
-            out = dst;
-        }
-        if (has_up_dst)
-            LP_MPI(MPI_Isend(out, (int)len, MPI_BYTE, c->left, c->tag_up, a->comm, &c->ps[s]));
-        else
-            LP_TRY(lp_finish(a, a->rbuf + off, len / a->esize));  /* head: chunk k is final */
-        c->pdone++;
-        *moved = 1;
-    }
-    /* 3. retire partial sends in order */
-    while (has_up_dst && c->ps_done < c->pdone) {
-        TEST(c->ps[c->ps_done % W], &flag);
-        if (!flag) break;
-        c->ps_done++;
-        *moved = 1;
-    }
-    /* 4. post final receives; a chunk's region is free once its partial has left */
-    while (has_dn_src && c->fr_post < K && c->fr_post < c->fr_done + W &&
-           (!has_up_dst || c->fr_post < c->ps_done)) {
-        size_t k = c->fr_post++;
-        LP_MPI(MPI_Irecv(a->rbuf + chunk_off(c, k), (int)chunk_len(c, k), MPI_BYTE, c->left,
-                         c->tag_down, a->comm, &c->fr[k % W]));
-        *moved = 1;
-    }
-    /* 5. complete final receives in order */
-    while (has_dn_src && c->fr_done < c->fr_post) {
-        TEST(c->fr[c->fr_done % W], &flag);
-        if (!flag) break;
-        c->fr_done++;
-        *moved = 1;
-    }
-    /* 6. forward finished chunks down the chain */
-    size_t avail = c->down ? (has_dn_src ? c->fr_done : c->pdone) : 0;
-    while (has_dn_dst && c->fs_post < avail && c->fs_post < c->fs_done + W) {
-        size_t k = c->fs_post++;
-        LP_MPI(MPI_Isend(a->rbuf + chunk_off(c, k), (int)chunk_len(c, k), MPI_BYTE, c->right,
-                         c->tag_down, a->comm, &c->fs[k % W]));
-        *moved = 1;
-    }
-    /* 7. retire final sends in order */
-    while (has_dn_dst && c->fs_done < c->fs_post) {
-        TEST(c->fs[c->fs_done % W], &flag);
-        if (!flag) break;
-        c->fs_done++;
-        *moved = 1;
-    }
-    *done = c->pdone == K && (!has_up_dst || c->ps_done == K) && (!has_dn_src || c->fr_done == K) &&
-            (!has_dn_dst || c->fs_done == K);
-cleanup:
-    return rc;
-}
-
-/* run n chains to completion at once.  It never blocks while a chain could move: when
- * nothing moved it waits in MPI_Waitsome for any outstanding request of any chain, which
- * marks every completed one (MPI_REQUEST_NULL), and the chains advance from those marks. */
-static int chains_run(chain_t *cs, int n) {
-    int rc = LP_OK, *idx = NULL;
-    MPI_Request *rq = NULL;
-    size_t per = 4 * cs[0].W, total = (size_t)n * per;
-    LP_TRY(lp_ctx_requests(cs[0].a->ctx, total, &rq));
-    LP_TRY(lp_ctx_indices(cs[0].a->ctx, total, &idx));
-    for (size_t i = 0; i < total; i++) rq[i] = MPI_REQUEST_NULL;
-    for (int i = 0; i < n; i++) {
-        chain_t *c = &cs[i];
-        c->pr = rq + i * per; c->ps = c->pr + c->W; c->fr = c->ps + c->W; c->fs = c->fr + c->W;
-        if (!c->up) c->pdone = c->K;                      /* nothing to reduce */
-    }
-    for (;;) {
-        int moved = 0, all = 1, outcount;
-        for (int i = 0; i < n; i++) {
-            int done = 0;
-            LP_TRY(chain_step(&cs[i], &moved, &done));
-            all = all && done;
-        }
-        if (all) break;
-        if (moved) continue;
-        LP_MPI(MPI_Waitsome((int)total, rq, &outcount, idx, MPI_STATUSES_IGNORE));
-        if (outcount == MPI_UNDEFINED) {
-            rc = LP_FAIL(LP_ERR_INTERNAL, "lp pipeline stalled (a bug of lpmpi: please report it)");
-            goto cleanup;
-        }
-    }
-cleanup:
-    return rc;
-}
-
 /* chain over the ranks starting at `head`, going up (dir = 1) or down (dir = -1) in rank
- * order, carrying bytes [base, base + bytes) of the message; slots come from `slots` */
-static size_t chain_setup(const lp_args_t *a, chain_t *c, int up, int down, int head, int dir,
-                          size_t base, size_t bytes) {
-    memset(c, 0, sizeof *c);
+ * order, carrying bytes [base, base + bytes) of the message */
+static void chain_init(const lp_args_t *a, chain_t *c, int up, int down, int head, int dir,
+                       size_t base, size_t bytes, int tag_up, int tag_down) {
     int v;
-    c->a = a;
+    memset(c, 0, sizeof *c);
     c->up = up;
     c->down = down;
     lp_chain_pos(a->rank, head, dir, a->size, &v, &c->left, &c->right);
@@ -192,55 +69,97 @@ static size_t chain_setup(const lp_args_t *a, chain_t *c, int up, int down, int 
     c->bytes = bytes;
     c->cb = a->chunk_elems * a->esize;
     c->K = (bytes + c->cb - 1) / c->cb;
-    c->W = (size_t)lp_window < c->K ? (size_t)lp_window : c->K;
+    c->W = a->window < c->K ? a->window : c->K;
     if (c->W == 0) c->W = 1;
-    int need_rslot = up && c->right >= 0;
-    int need_sslot = need_rslot && c->left >= 0 && a->coll == LP_REDUCE;
-    return (size_t)(need_rslot + need_sslot) * c->W * c->cb;   /* scratch bytes it needs */
+    c->tag_up = a->tag0 + tag_up;
+    c->tag_down = a->tag0 + tag_down;
 }
 
-static void chain_slots(chain_t *c, char *p) {
-    int need_sslot = c->up && c->right >= 0 && c->left >= 0 && c->a->coll == LP_REDUCE;
-    c->rslot = p;
-    c->sslot = need_sslot ? p + c->W * c->cb : NULL;
+static int out_slots(const lp_args_t *a, const chain_t *c) {   /* middle ranks of reduce */
+    return c->up && c->right >= 0 && c->left >= 0 && a->coll == LP_REDUCE;
 }
 
-static int run_single(const lp_args_t *a, int up, int down, int tag_up, int tag_down) {
-    int rc = LP_OK;
-    chain_t c;
-    void *p = NULL;
-    size_t need = chain_setup(a, &c, up, down, a->root, 1, 0, a->count * a->esize);
-    if (need) LP_TRY(lp_scratch(a, need, &p));
-    chain_slots(&c, p);
-    c.tag_up = tag_up;
-    c.tag_down = tag_down;
-    rc = chains_run(&c, 1);
-cleanup:
-    return rc;
+static size_t chain_scratch(const lp_args_t *a, const chain_t *c) {
+    int in_slots = c->up && c->right >= 0;
+    return (size_t)(in_slots + out_slots(a, c)) * c->W * c->cb;
 }
 
-int lp_bcast_lp(const lp_args_t *a) { return run_single(a, 0, 1, 0, LP_TAG_BCAST); }
+static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char *slots) {
+    const int up_src = c->up && c->right >= 0, up_dst = c->up && c->left >= 0;
+    const int dn_src = c->down && c->left >= 0, dn_dst = c->down && c->right >= 0;
+    const long W = (long)c->W;
+    char *in = slots, *out = out_slots(a, c) ? slots + c->W * c->cb : NULL;
+    const char *own = a->sbuf + c->base;
+    char *res = a->rbuf ? a->rbuf + c->base : NULL;
+    lp_lane_t *pr = NULL, *red = NULL, *fin = NULL, *ps = NULL, *fr = NULL, *fs;
+    if (up_src) {
+        pr = lp_lane_recv(r, a, in, c->bytes, c->cb, c->right, c->tag_up);
+        lp_lane_slots(pr, 0, in, c->cb, (unsigned)c->W);
+        red = lp_lane_reduce(r, a, out ? out : res, own, in, c->bytes, c->cb);
+        if (out) lp_lane_slots(red, 0, out, c->cb, (unsigned)c->W);
+        lp_lane_slots(red, 2, in, c->cb, (unsigned)c->W);
+        lp_lane_after(pr, red, -W);
+        lp_lane_after(red, pr, 0);
+        if (!up_dst) {                       /* head: chunk k is final */
+            fin = lp_lane_scale(r, a, res, c->bytes, c->cb);
+            lp_lane_after(fin, red, 0);
+        }
+    }
+    if (up_dst) {
+        ps = lp_lane_send(r, a, red ? (out ? out : res) : own, c->bytes, c->cb, c->left, c->tag_up);
+        if (red && out) lp_lane_slots(ps, 0, out, c->cb, (unsigned)c->W);
+        lp_lane_after(ps, red, 0);
+        lp_lane_after(red, ps, -W);
+    }
+    if (dn_src) {
+        fr = lp_lane_recv(r, a, res, c->bytes, c->cb, c->left, c->tag_down);
+        lp_lane_after(fr, ps, 0);
+    }
+    if (dn_dst) {
+        fs = lp_lane_send(r, a, res, c->bytes, c->cb, c->right, c->tag_down);
+        lp_lane_after(fs, dn_src ? fr : fin ? fin : red, 0);
+    }
+}
 
-int lp_reduce_lp(const lp_args_t *a) { return run_single(a, 1, 0, LP_TAG_REDUCE, 0); }
+/* the chains of a call: reduce and bcast one from the root, allreduce two opposite ones, each
+ * carrying half of the message, so the ends of the chain share the reduction work and every
+ * rank both reduces and forwards */
+static int chains(const lp_args_t *a, chain_t c[2]) {
+    size_t total = a->count * a->esize;
+    if (a->coll == LP_BCAST) {
+        chain_init(a, &c[0], 0, 1, a->root, 1, 0, total, 0, LP_TAG_DOWN);
+        return 1;
+    }
+    if (a->coll == LP_REDUCE) {
+        chain_init(a, &c[0], 1, 0, a->root, 1, 0, total, LP_TAG_UP, 0);
+        return 1;
+    }
+    size_t half = (a->count + 1) / 2 * a->esize;
+    chain_init(a, &c[0], 1, 1, 0, 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
+    chain_init(a, &c[1], 1, 1, a->size - 1, -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
+    return total > half ? 2 : 1;
+}
 
-/* allreduce: two chains in opposite directions, each carrying half of the message, so the
- * ends of the chain share the reduction work and every rank both reduces and forwards */
-int lp_allreduce_lp(const lp_args_t *a) {
-    int rc = LP_OK;
+static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
     chain_t c[2];
-    void *p = NULL;
-    size_t half = (a->count + 1) / 2 * a->esize, total = a->count * a->esize;
-    size_t n0 = chain_setup(a, &c[0], 1, 1, 0, 1, 0, half);
-    size_t n1 = chain_setup(a, &c[1], 1, 1, a->size - 1, -1, half, total - half);
-    int nch = total > half ? 2 : 1;
-    LP_TRY(lp_scratch(a, n0 + n1 + 64, &p));
-    chain_slots(&c[0], p);
-    chain_slots(&c[1], (char *)p + n0);
-    c[0].tag_up = LP_TAG_ALLREDUCE;
-    c[0].tag_down = LP_TAG_ALLREDUCE_BACK;
-    c[1].tag_up = LP_TAG_ALLREDUCE2;
-    c[1].tag_down = LP_TAG_ALLREDUCE2_BACK;
-    rc = chains_run(c, nch);
-cleanup:
-    return rc;
+    int n = chains(a, c);
+    p->nphases = 1;
+    for (int i = 0; i < n; i++) p->work += chain_scratch(a, &c[i]);
+    return LP_OK;
 }
+
+static int phase(lp_req_t *r, const lp_args_t *a, int i) {
+    (void)i;
+    chain_t c[2];
+    char *slots = lp_req_area(r, LP_AREA_WORK);
+    int n = chains(a, c);
+    for (int j = 0; j < n; j++) {
+        chain_lanes(r, a, &c[j], slots);
+        slots += chain_scratch(a, &c[j]);
+    }
+    return LP_OK;
+}
+
+/* one schedule for the three collectives (the chains differ, see chains()) */
+const lp_sched_t lp_sched_lp = {plan, phase, NULL, NULL, NULL};

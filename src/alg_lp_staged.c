@@ -24,232 +24,47 @@
  *   copy engine H2D      [H2D k-1]         [H2D k]          [H2D k+1]
  *   SMs                          [red k-1]        [red k]
  *
- * Slot reuse is guarded by events and request completion, in chunk order: in[s] is reposted
- * once chunk k's up-stage event completed (its H2D has read in[s]); out[s] is rewritten once
- * the send of chunk k-W completed; fin[t] is reposted once its H2D event completed and its
- * forward send completed.  A final is copied into rbuf only after this rank's partial of that
- * chunk left (the final cannot exist before), so it never overwrites data still to be read.
- * The two directions use separate streams, so a final's H2D never waits behind the next
- * partial's copies.  Nothing blocks while anything could progress: with device work pending
- * the loop polls events and MPI requests; with none it waits in MPI_Waitany.
+ * Schedule: one phase; per chain the lanes (W = staging buffers; DEV lanes end each step with
+ * an event, so "after" a DEV step means after its device work ran):
+ *
+ *   PR   RECV  partial k from v+1 into in[s]                          after UP k-W
+ *   UP   DEV   (stream up) the per-chunk device work above            after PR k, PS k-W
+ *                                                                     (head of allreduce: FS k-W)
+ *   PS   SEND  out[s] to v-1                                          after UP k
+ *   FR   RECV  final k from v-1 into fin[t]                           after DN k-W, FS k-W
+ *   DN   DEV   (stream down) H2D fin[t] -> rbuf[k]; bcast root: D2H rbuf[k] -> fin[t]
+ *                                                                     after FR k (root: FS k-W)
+ *   FS   SEND  fin[t] (head of allreduce: out[s]) to v+1             after FR k (root: DN k,
+ *                                                                     head: UP k)
+ *
+ * Slot reuse is guarded by those dependencies, in chunk order: in[s] is reposted once chunk
+ * k's up-stage event completed (its H2D has read in[s]); out[s] is rewritten once the send of
+ * chunk k-W completed; fin[t] is reposted once its H2D event completed and its forward send
+ * completed.  A final is copied into rbuf only after this rank's partial of that chunk left
+ * (the final cannot exist before), so it never overwrites data still to be read.  The two
+ * directions use separate streams, so a final's H2D never waits behind the next partial's
+ * copies.  The engine polls events and MPI requests while device work is in flight.
  *
  * Cost: the LP cost (cost_*_lp, src/registry.c) with chunk steps of max(alpha + c beta, c / B_pcie, c gamma_dev)
  * once the pipeline is full, plus about two chunk copies to fill and drain it.
  * Memory: per chain 3 W chunk slots of pinned host memory and 2 W of device memory.
  * Limits: W <= 64 (events); chunk_bytes as LP. */
 #include "internal.h"
-#include <sched.h>
 
 typedef struct {
-    const lp_args_t *a;
-    const lp_devops_t *d;
     int up, down;             /* directions in use */
     int left, right;          /* neighbours in the chain (real ranks or -1) */
     int tag_up, tag_down;
     int s_up, s_dn;           /* streams */
-    int e_up, e_dn;           /* first event of each W-array */
     size_t base, bytes, K, W, cb;
     size_t ss;                /* slot stride: min(cb, bytes), rounded up to 256 bytes */
-    char *in, *out, *fin;     /* pinned: W slots each */
-    char *din, *dout;         /* device: W slots each */
-    MPI_Request *pr, *ps, *fr, *fs;
-    size_t pr_post;           /* partial receives posted */
-    size_t up_launch, up_done;/* up-stage device work enqueued / its event completed */
-    size_t ps_post, ps_done;  /* partial sends posted / retired */
-    size_t fr_post, fr_done;  /* final receives posted / completed (H2D and forward enqueued) */
-    size_t fl;                /* bcast root: D2H of finals enqueued */
-    size_t fe_done;           /* final-stage events completed */
-    size_t fs_post, fs_done;  /* final sends posted / retired */
 } schain_t;
 
-static inline size_t s_off(const schain_t *c, size_t k) { return c->base + k * c->cb; }
-static inline size_t s_len(const schain_t *c, size_t k) {
-    size_t off = k * c->cb;
-    return c->bytes - off < c->cb ? c->bytes - off : c->cb;
-}
-
-#define TEST(req, flagp) LP_MPI(MPI_Test(&(req), (flagp), MPI_STATUS_IGNORE))
-
-/* advance one chain as far as it goes without blocking */
-static int schain_step(schain_t *c, int *moved, int *done) {
-    const lp_args_t *a = c->a;
-    const lp_devops_t *d = c->d;
-    int rc = LP_OK, flag;
-    const size_t K = c->K, W = c->W;
-    const int up_src = c->up && c->right >= 0;      /* receives partials */
-    const int up_dst = c->up && c->left >= 0;       /* sends partials */
-    const int up_head = c->up && c->left < 0;
-    const int dn_src = c->down && c->left >= 0;     /* receives finals */
-    const int dn_dst = c->down && c->right >= 0;    /* sends finals */
-    const int dn_root = c->down && !c->up && c->left < 0;   /* bcast root: finals from rbuf */
-    /* 1. partial receives: in[s] is free once the previous chunk of slot s left it */
-    while (up_src && c->pr_post < K && c->pr_post < c->up_done + W) {
-        size_t k = c->pr_post++;
-        LP_MPI(MPI_Irecv(c->in + (k % W) * c->ss, (int)s_len(c, k), MPI_BYTE, c->right, c->tag_up,
-                         a->comm, &c->pr[k % W]));
-        *moved = 1;
-    }
-    /* 2. enqueue the up-stage device work of chunk up_launch */
-    while (c->up && c->up_launch < K) {
-        size_t k = c->up_launch, s = k % W, off = s_off(c, k), len = s_len(c, k), n = len / a->esize;
-        if (up_dst && k >= c->ps_done + W) break;              /* out[s] still being sent */
-        if (up_head && c->down && k >= c->fs_done + W) break;  /* out[s] still going down */
-        if (up_src) {
-            if (k >= c->pr_post) break;
-            TEST(c->pr[s], &flag);
-            if (!flag) break;
-        }
-        char *outs = c->out + s * c->ss;
-        if (!up_src) {                                         /* tail: own data as is */
-            LP_TRY(d->d2h(outs, a->sbuf + off, len, c->s_up));
-        } else {
-            char *acc = (up_dst && a->coll == LP_REDUCE) ? c->dout + s * c->ss : a->rbuf + off;
-            char *dins = c->din + s * c->ss;
-            LP_TRY(d->h2d(dins, c->in + s * c->ss, len, c->s_up));
-            LP_TRY(d->reduce(acc, a->sbuf + off, dins, n, a->dt, a->op, c->s_up));
-            if (up_head && a->op == LP_AVG) LP_TRY(d->scale(acc, n, a->dt, (double)a->size, c->s_up));
-            if (up_dst || c->down) LP_TRY(d->d2h(outs, acc, len, c->s_up));
-        }
-        LP_TRY(d->record(c->e_up + (int)s, c->s_up));
-        c->up_launch++;
-        *moved = 1;
-    }
-    /* 3. up-stage events, in order */
-    while (c->up_done < c->up_launch) {
-        LP_TRY(d->query(c->e_up + (int)(c->up_done % W), &flag));
-        if (!flag) break;
-        c->up_done++;
-        *moved = 1;
-    }
-    /* 4. send partials whose copy to the host finished */
-    while (up_dst && c->ps_post < c->up_done) {
-        size_t k = c->ps_post++;
-        LP_MPI(MPI_Isend(c->out + (k % W) * c->ss, (int)s_len(c, k), MPI_BYTE, c->left, c->tag_up,
-                         a->comm, &c->ps[k % W]));
-        *moved = 1;
-    }
-    /* 5. retire partial sends in order */
-    while (up_dst && c->ps_done < c->ps_post) {
-        TEST(c->ps[c->ps_done % W], &flag);
-        if (!flag) break;
-        c->ps_done++;
-        *moved = 1;
-    }
-    /* 6. finals: receive into fin[t] once its last use (copy in and forward) is over */
-    while (dn_src && c->fr_post < K && c->fr_post < c->fe_done + W &&
-           (!dn_dst || c->fr_post < c->fs_done + W)) {
-        size_t k = c->fr_post++;
-        LP_MPI(MPI_Irecv(c->fin + (k % W) * c->ss, (int)s_len(c, k), MPI_BYTE, c->left, c->tag_down,
-                         a->comm, &c->fr[k % W]));
-        *moved = 1;
-    }
-    /* 7. a received final goes to rbuf (H2D) and, from the same pinned slot, further down */
-    while (dn_src && c->fr_done < c->fr_post) {
-        size_t k = c->fr_done, t = k % W;
-        TEST(c->fr[t], &flag);
-        if (!flag) break;
-        LP_TRY(d->h2d(a->rbuf + s_off(c, k), c->fin + t * c->ss, s_len(c, k), c->s_dn));
-        LP_TRY(d->record(c->e_dn + (int)t, c->s_dn));
-        c->fr_done++;
-        *moved = 1;
-    }
-    /* 7'. bcast root: its finals come from rbuf */
-    while (dn_root && c->fl < K && c->fl < c->fs_done + W) {
-        size_t k = c->fl++, t = k % W;
-        LP_TRY(d->d2h(c->fin + t * c->ss, a->rbuf + s_off(c, k), s_len(c, k), c->s_dn));
-        LP_TRY(d->record(c->e_dn + (int)t, c->s_dn));
-        *moved = 1;
-    }
-    /* 8. final-stage events, in order */
-    size_t launched = dn_src ? c->fr_done : dn_root ? c->fl : 0;
-    while (c->fe_done < launched) {
-        LP_TRY(d->query(c->e_dn + (int)(c->fe_done % W), &flag));
-        if (!flag) break;
-        c->fe_done++;
-        *moved = 1;
-    }
-    /* 9. send finals down: forwarded as soon as received; from the root once copied out */
-    size_t avail = dn_src ? c->fr_done : dn_root ? c->fe_done : (c->down ? c->up_done : 0);
-    char *src = up_head ? c->out : c->fin;
-    while (dn_dst && c->fs_post < avail && c->fs_post < c->fs_done + W) {
-        size_t k = c->fs_post++;
-        LP_MPI(MPI_Isend(src + (k % W) * c->ss, (int)s_len(c, k), MPI_BYTE, c->right, c->tag_down,
-                         a->comm, &c->fs[k % W]));
-        *moved = 1;
-    }
-    /* 10. retire final sends in order */
-    while (dn_dst && c->fs_done < c->fs_post) {
-        TEST(c->fs[c->fs_done % W], &flag);
-        if (!flag) break;
-        c->fs_done++;
-        *moved = 1;
-    }
-    *done = (!c->up || c->up_done == K) && (!up_dst || c->ps_done == K) &&
-            (!dn_src || (c->fr_done == K && c->fe_done == K)) && (!dn_root || c->fe_done == K) &&
-            (!dn_dst || c->fs_done == K);
-cleanup:
-    return rc;
-}
-
-/* device work still to complete (then poll rather than block in MPI) */
-static int schain_device_pending(const schain_t *c) {
-    size_t launched = (c->down && c->left >= 0) ? c->fr_done : (c->down && !c->up && c->left < 0) ? c->fl : 0;
-    return c->up_done < c->up_launch || c->fe_done < launched;
-}
-
-static int schain_waiting(schain_t *c, MPI_Request **src, int n) {
-    size_t W = c->W;
-    if (c->up && c->right >= 0 && c->up_launch < c->pr_post) src[n++] = &c->pr[c->up_launch % W];
-    if (c->up && c->left >= 0 && c->ps_done < c->ps_post) src[n++] = &c->ps[c->ps_done % W];
-    if (c->down && c->left >= 0 && c->fr_done < c->fr_post) src[n++] = &c->fr[c->fr_done % W];
-    if (c->down && c->right >= 0 && c->fs_done < c->fs_post) src[n++] = &c->fs[c->fs_done % W];
-    return n;
-}
-
-static int schains_run(schain_t *cs, int n) {
-    int rc = LP_OK;
-    MPI_Request *rq = NULL;
-    size_t per = 4 * cs[0].W;
-    LP_TRY(lp_ctx_requests(cs[0].a->ctx, (size_t)n * per, &rq));
-    for (size_t i = 0; i < (size_t)n * per; i++) rq[i] = MPI_REQUEST_NULL;
-    for (int i = 0; i < n; i++) {
-        schain_t *c = &cs[i];
-        c->pr = rq + i * per; c->ps = c->pr + c->W; c->fr = c->ps + c->W; c->fs = c->fr + c->W;
-    }
-    for (;;) {
-        int moved = 0, all = 1, pending = 0;
-        for (int i = 0; i < n; i++) {
-            int done = 0;
-            LP_TRY(schain_step(&cs[i], &moved, &done));
-            all = all && done;
-            pending = pending || schain_device_pending(&cs[i]);
-        }
-        if (all) break;
-        if (moved) continue;
-        if (pending) {            /* device work in flight: poll it and MPI alike */
-            sched_yield();
-            continue;
-        }
-        MPI_Request w[8], *src[8];
-        int m = 0, idx;
-        for (int i = 0; i < n; i++) m = schain_waiting(&cs[i], src, m);
-        if (m == 0) { rc = LP_FAIL(LP_ERR_INTERNAL, "staged lp pipeline stalled (a bug of lpmpi: please report it)"); goto cleanup; }
-        for (int i = 0; i < m; i++) w[i] = *src[i];
-        LP_MPI(MPI_Waitany(m, w, &idx, MPI_STATUS_IGNORE));
-        if (idx != MPI_UNDEFINED) *src[idx] = w[idx];
-    }
-    LP_TRY(cs[0].d->sync(-1));
-cleanup:
-    return rc;
-}
-
 /* chain `i` over the ranks from `head` in direction dir, carrying bytes [base, base + bytes) */
-static void schain_setup(const lp_args_t *a, schain_t *c, int i, int up, int down, int head, int dir,
-                         size_t base, size_t bytes) {
-    memset(c, 0, sizeof *c);
+static void schain_init(const lp_args_t *a, schain_t *c, int i, int up, int down, int head, int dir,
+                        size_t base, size_t bytes, int tag_up, int tag_down) {
     int v;
-    c->a = a;
-    c->d = a->dev;
+    memset(c, 0, sizeof *c);
     c->up = up;
     c->down = down;
     lp_chain_pos(a->rank, head, dir, a->size, &v, &c->left, &c->right);
@@ -262,63 +77,118 @@ static void schain_setup(const lp_args_t *a, schain_t *c, int i, int up, int dow
     if (c->W == 0) c->W = 1;
     c->s_up = 1 + 2 * i;
     c->s_dn = 2 + 2 * i;
-    c->e_up = (int)(2 * (size_t)i * (size_t)LP_STAGING_MAX);
-    c->e_dn = c->e_up + LP_STAGING_MAX;
-    if (!up) c->up_done = c->up_launch = c->ps_done = c->ps_post = c->K;   /* nothing goes up */
+    c->tag_up = a->tag0 + tag_up;
+    c->tag_down = a->tag0 + tag_down;
 }
 
-static int schains_alloc(schain_t *cs, int n) {
-    int rc = LP_OK;
-    const lp_devops_t *d = cs[0].d;
-    size_t hbytes = 0, dbytes = 0;
-    void *h = NULL, *dv = NULL;
-    for (int i = 0; i < n; i++) {
-        hbytes += 3 * cs[i].W * cs[i].ss;
-        dbytes += 2 * cs[i].W * cs[i].ss;
+/* the same chains as alg_lp.c */
+static int schains(const lp_args_t *a, schain_t c[2]) {
+    size_t total = a->count * a->esize;
+    if (a->coll == LP_BCAST) {
+        schain_init(a, &c[0], 0, 0, 1, a->root, 1, 0, total, 0, LP_TAG_DOWN);
+        return 1;
     }
-    LP_TRY(d->arena(LP_ARENA_PINNED, 0, hbytes, &h));
-    LP_TRY(d->arena(LP_ARENA_DEVICE, 0, dbytes, &dv));
-    for (int i = 0; i < n; i++) {
-        size_t slot = cs[i].W * cs[i].ss;
-        cs[i].in = h; cs[i].out = cs[i].in + slot; cs[i].fin = cs[i].out + slot;
-        h = cs[i].fin + slot;
-        cs[i].din = dv; cs[i].dout = cs[i].din + slot;
-        dv = cs[i].dout + slot;
+    if (a->coll == LP_REDUCE) {
+        schain_init(a, &c[0], 0, 1, 0, a->root, 1, 0, total, LP_TAG_UP, 0);
+        return 1;
     }
-cleanup:
-    return rc;
+    size_t half = (a->count + 1) / 2 * a->esize;
+    schain_init(a, &c[0], 0, 1, 1, 0, 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
+    schain_init(a, &c[1], 1, 1, 1, a->size - 1, -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
+    return total > half ? 2 : 1;
 }
 
-static int run_single(const lp_args_t *a, int up, int down, int tag_up, int tag_down) {
-    int rc = LP_OK;
-    schain_t c;
-    schain_setup(a, &c, 0, up, down, a->root, 1, 0, a->count * a->esize);
-    c.tag_up = tag_up;
-    c.tag_down = tag_down;
-    LP_TRY(schains_alloc(&c, 1));
-    rc = schains_run(&c, 1);
-cleanup:
-    return rc;
+/* regions of the DEV lanes */
+enum { R_OWN, R_ACC, R_IN, R_DIN, R_OUT };      /* UP */
+enum { R_RES = 0, R_FIN = 1 };                   /* DN */
+
+static void schain_lanes(lp_req_t *r, const lp_args_t *a, const schain_t *c, char *h, char *d) {
+    const int up_src = c->up && c->right >= 0, up_dst = c->up && c->left >= 0;
+    const int up_head = c->up && c->left < 0;
+    const int dn_src = c->down && c->left >= 0, dn_dst = c->down && c->right >= 0;
+    const int dn_root = c->down && !c->up && c->left < 0;
+    const unsigned W = (unsigned)c->W;
+    const size_t slot = c->W * c->ss;
+    char *in = h, *out = h + slot, *fin = h + 2 * slot, *din = d, *dout = d + slot;
+    const char *own = a->sbuf + c->base;
+    char *res = a->rbuf ? a->rbuf + c->base : NULL;
+    lp_lane_t *pr = NULL, *up = NULL, *ps = NULL, *fr = NULL, *dn = NULL, *fs = NULL;
+    if (up_src) {
+        pr = lp_lane_recv(r, a, in, c->bytes, c->cb, c->right, c->tag_up);
+        lp_lane_slots(pr, 0, in, c->ss, W);
+    }
+    if (c->up) {
+        up = lp_lane_dev(r, a, c->s_up, c->bytes, c->cb);
+        lp_lane_region(up, R_OWN, own);
+        lp_lane_slots(up, R_OUT, out, c->ss, W);
+        if (!up_src) {                                     /* tail: own data as is */
+            lp_lane_dop(up, LP_DOP_D2H, R_OUT, R_OWN, 0);
+        } else {
+            if (up_dst && a->coll == LP_REDUCE) lp_lane_slots(up, R_ACC, dout, c->ss, W);
+            else lp_lane_region(up, R_ACC, res);
+            lp_lane_slots(up, R_IN, in, c->ss, W);
+            lp_lane_slots(up, R_DIN, din, c->ss, W);
+            lp_lane_dop(up, LP_DOP_H2D, R_DIN, R_IN, 0);
+            lp_lane_dop(up, LP_DOP_REDUCE, R_ACC, R_OWN, R_DIN);
+            if (up_head && a->op == LP_AVG) lp_lane_dop(up, LP_DOP_SCALE, R_ACC, 0, 0);
+            if (up_dst || c->down) lp_lane_dop(up, LP_DOP_D2H, R_OUT, R_ACC, 0);
+        }
+        lp_lane_after(up, pr, 0);
+        lp_lane_after(pr, up, -(long)W);
+    }
+    if (up_dst) {
+        ps = lp_lane_send(r, a, out, c->bytes, c->cb, c->left, c->tag_up);
+        lp_lane_slots(ps, 0, out, c->ss, W);
+        lp_lane_after(ps, up, 0);
+        lp_lane_after(up, ps, -(long)W);
+    }
+    if (dn_src) {
+        fr = lp_lane_recv(r, a, fin, c->bytes, c->cb, c->left, c->tag_down);
+        lp_lane_slots(fr, 0, fin, c->ss, W);
+    }
+    if (dn_src || dn_root) {
+        dn = lp_lane_dev(r, a, c->s_dn, c->bytes, c->cb);
+        lp_lane_region(dn, R_RES, res);
+        lp_lane_slots(dn, R_FIN, fin, c->ss, W);
+        if (dn_src) lp_lane_dop(dn, LP_DOP_H2D, R_RES, R_FIN, 0);
+        else lp_lane_dop(dn, LP_DOP_D2H, R_FIN, R_RES, 0);
+        lp_lane_after(dn, fr, 0);
+        lp_lane_after(fr, dn, -(long)W);
+    }
+    if (dn_dst) {
+        fs = lp_lane_send(r, a, up_head ? out : fin, c->bytes, c->cb, c->right, c->tag_down);
+        lp_lane_slots(fs, 0, up_head ? out : fin, c->ss, W);
+        lp_lane_after(fs, dn_src ? fr : dn_root ? dn : up, 0);
+        lp_lane_after(fr, fs, -(long)W);
+        if (dn_root) lp_lane_after(dn, fs, -(long)W);
+        if (up_head) lp_lane_after(up, fs, -(long)W);
+    }
 }
 
-int lp_bcast_lp_staged(const lp_args_t *a) { return run_single(a, 0, 1, 0, LP_TAG_BCAST); }
-
-int lp_reduce_lp_staged(const lp_args_t *a) { return run_single(a, 1, 0, LP_TAG_REDUCE, 0); }
-
-/* allreduce: the two opposite chains of alg_lp.c, each with its own streams and events */
-int lp_allreduce_lp_staged(const lp_args_t *a) {
-    int rc = LP_OK;
+static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
     schain_t c[2];
-    size_t half = (a->count + 1) / 2 * a->esize, total = a->count * a->esize;
-    schain_setup(a, &c[0], 0, 1, 1, 0, 1, 0, half);
-    schain_setup(a, &c[1], 1, 1, 1, a->size - 1, -1, half, total - half);
-    int nch = total > half ? 2 : 1;
-    c[0].tag_up = LP_TAG_ALLREDUCE;
-    c[0].tag_down = LP_TAG_ALLREDUCE_BACK;
-    c[1].tag_up = LP_TAG_ALLREDUCE2;
-    c[1].tag_down = LP_TAG_ALLREDUCE2_BACK;
-    LP_TRY(schains_alloc(c, nch));
-    rc = schains_run(c, nch);
-cleanup:
-    return rc;
+    int n = schains(a, c);
+    p->nphases = 1;
+    for (int i = 0; i < n; i++) {
+        p->pinned += 3 * c[i].W * c[i].ss;
+        p->device += 2 * c[i].W * c[i].ss;
+        p->events += 2 * (int)c[i].W;
+    }
+    return LP_OK;
 }
+
+static int phase(lp_req_t *r, const lp_args_t *a, int i) {
+    (void)i;
+    schain_t c[2];
+    char *h = lp_req_area(r, LP_AREA_PINNED), *d = lp_req_area(r, LP_AREA_DEVICE);
+    int n = schains(a, c);
+    for (int j = 0; j < n; j++) {
+        schain_lanes(r, a, &c[j], h, d);
+        h += 3 * c[j].W * c[j].ss;
+        d += 2 * c[j].W * c[j].ss;
+    }
+    return LP_OK;
+}
+
+const lp_sched_t lp_sched_lp_staged = {plan, phase, NULL, NULL, NULL};

@@ -10,6 +10,15 @@
  *   round 2:  0 -> 2   4 -> 6
  *   round 3:  0 -> 1   2 -> 3   4 -> 5   6 -> 7          (reduce: the same edges, reversed)
  *
+ * Schedule (transfers of the whole message go in pieces of the largest MPI message):
+ *   bcast    one phase: RECV from the parent; SEND to every child, piece k after RECV k
+ *            (children in decreasing distance), so a deep tree forwards while it receives.
+ *   reduce   phase i (distance 2^i) on a rank with a child there: RECV the child's vector
+ *            into scratch, REDUCE acc = (own or acc) op it, piece k after RECV k; at the
+ *            rank's own distance a SEND of acc to the parent; a last phase on the root:
+ *            SCALE (AVG).
+ *   allreduce  the reduce to rank 0, then the bcast from rank 0 (recvbuf is the accumulator).
+ *
  * Cost: cost_*_mst in src/registry.c: ceil(log2 P) rounds of the whole message (and of its
  *   reduction for reduce).  Good for small messages; grows with log P for large ones.
  * Limits: none on P or count.  Order: acc = (own op child1) op child2 ... (fixed).
@@ -17,66 +26,85 @@
  *   non-root ranks of reduce, whose recvbuf is never written). */
 #include "internal.h"
 
-static int tree_bcast(const lp_args_t *a, char *buf, int root) {
-    int rc = LP_OK, P = a->size, v = lp_vrank(a->rank, root, P), mask = 1;
-    size_t bytes = a->count * a->esize;
-    while (mask < P) {
-        if (v & mask) {
-            LP_TRY(lp_recv(a, buf, bytes, lp_rrank(v - mask, root, P), LP_TAG_MST));
-            break;
-        }
-        mask <<= 1;
+/* phases of the tree reduce: one per round, and the root's finish */
+static int reduce_phases(int P) { return lp_binom_rounds(P) + 1; }
+
+/* phase i of the reduce towards `root` into acc (meaningful on the root only); tmp: n bytes */
+static void tree_reduce(lp_req_t *r, const lp_args_t *a, char *acc, char *tmp, int root, int i) {
+    const int P = a->size, v = lp_vrank(a->rank, root, P), rounds = lp_binom_rounds(P);
+    const int tag = a->tag0 + LP_TAG_MST;
+    const size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
+    if (i == rounds) {                                 /* the root's result */
+        if (v == 0) lp_lane_scale(r, a, acc, bytes, 0);
+        return;
     }
-    for (mask >>= 1; mask > 0; mask >>= 1)
-        if (v + mask < P) LP_TRY(lp_send(a, buf, bytes, lp_rrank(v + mask, root, P), LP_TAG_MST));
-cleanup:
-    return rc;
-}
-
-/* reduce into acc (valid on the root of the tree only); tmp: n bytes of scratch */
-static int tree_reduce(const lp_args_t *a, char *acc, char *tmp, int root) {
-    int rc = LP_OK, P = a->size, v = lp_vrank(a->rank, root, P);
-    size_t bytes = a->count * a->esize;
-    const char *cur = a->sbuf;             /* acc is untouched until the first child arrives */
-    for (int mask = 1; mask < P; mask <<= 1) {
-        if (v & mask) {
-            LP_TRY(lp_send(a, cur, bytes, lp_rrank(v - mask, root, P), LP_TAG_MST));
-            break;
-        }
-        if (v + mask < P) {
-            LP_TRY(lp_recv(a, tmp, bytes, lp_rrank(v + mask, root, P), LP_TAG_MST));
-            LP_TRY(lp_reduce_local(a, acc, cur, tmp, a->count));
-            cur = acc;
-        }
+    int mask = 1 << i;
+    if (v && lp_lowbit(v) < mask) return;              /* sent its vector already */
+    /* acc is untouched until the first child arrives: until then own data stands for it */
+    const char *cur = a->sbuf;
+    for (int m = 1; m < mask; m <<= 1)
+        if (lp_binom_has_child(v, m, P)) cur = acc;
+    if (v & mask) {                                    /* this round: up to the parent */
+        lp_lane_send(r, a, cur, bytes, pb, lp_rrank(v - mask, root, P), tag);
+    } else if (lp_binom_has_child(v, mask, P)) {
+        lp_lane_t *rv = lp_lane_recv(r, a, tmp, bytes, pb, lp_rrank(v + mask, root, P), tag);
+        lp_lane_after(lp_lane_reduce(r, a, acc, cur, tmp, bytes, pb), rv, 0);
     }
-    if (v == 0) {
-        LP_TRY(lp_copy(a, acc, cur, bytes));
-        LP_TRY(lp_finish(a, acc, a->count));
-    }
-cleanup:
-    return rc;
 }
 
-int lp_bcast_mst(const lp_args_t *a) { return tree_bcast(a, a->rbuf, a->root); }
+/* the bcast from `root` of buf: one phase */
+static void tree_bcast(lp_req_t *r, const lp_args_t *a, char *buf, int root) {
+    const int P = a->size, v = lp_vrank(a->rank, root, P), tag = a->tag0 + LP_TAG_MST;
+    const size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
+    lp_lane_t *rv = NULL;
+    int top = v ? lp_lowbit(v) : 1 << lp_binom_rounds(P);
+    if (v) rv = lp_lane_recv(r, a, buf, bytes, pb, lp_rrank(lp_binom_parent(v), root, P), tag);
+    for (int mask = top >> 1; mask > 0; mask >>= 1)
+        if (v + mask < P) lp_lane_after(lp_lane_send(r, a, buf, bytes, pb, lp_rrank(v + mask, root, P), tag), rv, 0);
+}
 
-int lp_reduce_mst(const lp_args_t *a) {
-    int rc = LP_OK;
+/* ---- bcast ---- */
+static int bcast_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r; (void)a;
+    p->nphases = 1;
+    return LP_OK;
+}
+static int bcast_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    (void)i;
+    tree_bcast(r, a, a->rbuf, a->root);
+    return LP_OK;
+}
+
+/* ---- reduce ---- */
+static int reduce_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
     size_t bytes = a->count * a->esize;
-    int is_root = a->rank == a->root;
-    void *s;
-    LP_TRY(lp_scratch(a, is_root ? bytes : 2 * bytes, &s));
-    char *acc = is_root ? a->rbuf : (char *)s + bytes;
-    LP_TRY(tree_reduce(a, acc, s, a->root));
-cleanup:
-    return rc;
+    p->nphases = reduce_phases(a->size);
+    p->work = a->rank == a->root ? bytes : 2 * bytes;
+    return LP_OK;
+}
+static int reduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    char *s = lp_req_area(r, LP_AREA_WORK);
+    char *acc = a->rank == a->root ? a->rbuf : s + a->count * a->esize;
+    tree_reduce(r, a, acc, s, a->root, i);
+    return LP_OK;
 }
 
-int lp_allreduce_mst(const lp_args_t *a) {
-    int rc = LP_OK;
-    void *s;
-    LP_TRY(lp_scratch(a, a->count * a->esize, &s));
-    LP_TRY(tree_reduce(a, a->rbuf, s, 0));   /* recvbuf doubles as the accumulator */
-    LP_TRY(tree_bcast(a, a->rbuf, 0));
-cleanup:
-    return rc;
+/* ---- allreduce ---- */
+static int allreduce_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    p->nphases = reduce_phases(a->size) + 1;
+    p->work = a->count * a->esize;
+    return LP_OK;
 }
+static int allreduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    if (i < reduce_phases(a->size))     /* recvbuf doubles as the accumulator */
+        tree_reduce(r, a, a->rbuf, lp_req_area(r, LP_AREA_WORK), 0, i);
+    else
+        tree_bcast(r, a, a->rbuf, 0);
+    return LP_OK;
+}
+
+const lp_sched_t lp_sched_bcast_mst = {bcast_plan, bcast_phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_reduce_mst = {reduce_plan, reduce_phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_allreduce_mst = {allreduce_plan, allreduce_phase, NULL, NULL, NULL};

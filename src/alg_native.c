@@ -9,12 +9,18 @@
  *   contract.  AVG is SUM followed by a local division (every rank divides identical sums:
  *   identical results).  Device memory on a CUDA-aware MPI: device pointers go to the library
  *   for its built-in (type, op) pairs; the pairs that need lpmpi's user op (a host function)
- *   run on a pinned host copy (lp_stage_whole).
+ *   run on a pinned host copy (whole-buffer staging: lp_sched_stage_whole, device.c).
  *
  * Steps: the library's own (MPICH: recursive doubling / binomial trees for small messages,
  *   Rabenseifner / scatter-allgather for large ones; see its cvars).
  *
  *   user buffers --> [split into pieces of <= lp_max_msg_bytes] --> MPI_Allreduce per piece
+ *
+ * Schedule: one NATIVE lane over the pieces (SCALE after it for AVG).  A blocking call runs
+ *   MPI_Allreduce / MPI_Reduce / MPI_Bcast per piece when no other lpmpi request is
+ *   outstanding; a nonblocking one MPI_Iallreduce / MPI_Ireduce / MPI_Ibcast; a persistent one
+ *   the MPI 4 persistent collectives (MPI_Allreduce_init ..., made once, started each time),
+ *   or the nonblocking ones with an MPI 3 library (lp_native_forms says which).
  *
  * Cost: cost_*_native in src/registry.c, a model of MPICH's own choice (binomial up to 2 KiB
  *   with half lpmpi's per-message latency, Rabenseifner above); the tuner measures the truth.
@@ -147,54 +153,116 @@ static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
     return rc;
 }
 
-static size_t piece_elems(const lp_args_t *a) {
-    size_t n = lp_max_msg_bytes / a->esize;
-    return n ? n : 1;
+/* ---- the schedule: one phase, a NATIVE lane over the pieces of the message (each at most the
+ * largest MPI message, element-wise ops allow it) and, for AVG, a SCALE lane after it ---- */
+static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r; (void)a;
+    p->nphases = 1;
+    return LP_OK;
 }
 
-int lp_allreduce_native(const lp_args_t *a) {
-    int rc = LP_OK;
+static int phase(lp_req_t *r, const lp_args_t *a, int i) {
+    (void)i;
+    size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
+    lp_lane_t *nat = lp_lane_native(r, a, a->sbuf, a->rbuf, bytes, pb);
+    if (a->coll == LP_ALLREDUCE || (a->coll == LP_REDUCE && a->rank == a->root))
+        lp_lane_after(lp_lane_scale(r, a, a->rbuf, bytes, pb), nat, 0);
+    return LP_OK;
+}
+
+/* device memory on CUDA-aware MPI: lpmpi's user op runs on the host, so such pairs go through
+ * host memory (whole-buffer staging) */
+static int host_only(const lp_args_t *a) { return a->dev && a->coll != LP_BCAST && !lp_native_builtin(a->dt, a->op); }
+
+/* piece k of lane l: what MPI's collective gets */
+typedef struct {
+    const void *s;
+    void *rb;
+    int n;
     MPI_Datatype t;
     MPI_Op op;
-    /* device memory: lpmpi's user op runs on the host, so such pairs go through host memory */
-    if (a->dev && !lp_native_builtin(a->dt, a->op)) return lp_stage_whole(a, lp_allreduce_native);
-    LP_TRY(native_pair(a->dt, a->op, &t, &op));
-    size_t pe = piece_elems(a), es = a->esize;
-    for (size_t off = 0; off < a->count; off += pe) {
-        int n = (int)(a->count - off < pe ? a->count - off : pe);
-        const void *s = a->sbuf == a->rbuf ? MPI_IN_PLACE : (const void *)(a->sbuf + off * es);
-        LP_MPI(MPI_Allreduce(s, a->rbuf + off * es, n, t, op, a->comm));
+} piece_t;
+
+static int piece(const lp_args_t *a, const lp_lane_t *l, size_t k, piece_t *pc) {
+    *pc = (piece_t){NULL, NULL, 0, MPI_BYTE, MPI_OP_NULL};
+    size_t off = k * l->cb, len = l->bytes - off < l->cb ? l->bytes - off : l->cb;
+    if (a->coll == LP_BCAST) {
+        pc->s = NULL;
+        pc->rb = a->rbuf + off;
+        pc->n = (int)len;
+        pc->t = MPI_BYTE;
+        pc->op = MPI_OP_NULL;
+        return LP_OK;
     }
-    LP_TRY(lp_finish(a, a->rbuf, a->count));
+    int rc = native_pair(a->dt, a->op, &pc->t, &pc->op);
+    int is_root = a->coll == LP_ALLREDUCE || a->rank == a->root;
+    pc->n = (int)(len / a->esize);
+    pc->rb = is_root ? a->rbuf + off : NULL;
+    pc->s = (is_root && a->sbuf == a->rbuf) ? MPI_IN_PLACE : (const void *)(a->sbuf + off);
+    return rc;
+}
+
+int lp_native_issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *persistent, int *done) {
+    int rc = LP_OK;
+    const lp_args_t *a = l->a;
+    piece_t pc;
+    *done = 0;
+    if (persistent) {                 /* made at init (lp_native_init) */
+        LP_MPI(MPI_Start(persistent));
+        *q = *persistent;
+        goto cleanup;
+    }
+    LP_TRY(piece(a, l, k, &pc));
+    if (a->blocking) {                /* nothing else to progress meanwhile: the library's own */
+        if (a->coll == LP_ALLREDUCE) LP_MPI(MPI_Allreduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->comm));
+        else if (a->coll == LP_REDUCE) LP_MPI(MPI_Reduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->root, a->comm));
+        else LP_MPI(MPI_Bcast(pc.rb, pc.n, pc.t, a->root, a->comm));
+        *done = 1;
+    } else if (a->coll == LP_ALLREDUCE) {
+        LP_MPI(MPI_Iallreduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->comm, q));
+    } else if (a->coll == LP_REDUCE) {
+        LP_MPI(MPI_Ireduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->root, a->comm, q));
+    } else {
+        LP_MPI(MPI_Ibcast(pc.rb, pc.n, pc.t, a->root, a->comm, q));
+    }
 cleanup:
     return rc;
 }
 
-int lp_reduce_native(const lp_args_t *a) {
-    int rc = LP_OK;
-    MPI_Datatype t;
-    MPI_Op op;
-    if (a->dev && !lp_native_builtin(a->dt, a->op)) return lp_stage_whole(a, lp_reduce_native);
-    LP_TRY(native_pair(a->dt, a->op, &t, &op));
-    size_t pe = piece_elems(a), es = a->esize;
-    int is_root = a->rank == a->root;
-    for (size_t off = 0; off < a->count; off += pe) {
-        int n = (int)(a->count - off < pe ? a->count - off : pe);
-        const void *s = (is_root && a->sbuf == a->rbuf) ? MPI_IN_PLACE : (const void *)(a->sbuf + off * es);
-        LP_MPI(MPI_Reduce(s, is_root ? a->rbuf + off * es : NULL, n, t, op, a->root, a->comm));
-    }
-    if (is_root) LP_TRY(lp_finish(a, a->rbuf, a->count));
-cleanup:
-    return rc;
+int lp_native_forms(void) {
+#if MPI_VERSION >= 4
+    return 3;
+#else
+    return 1;
+#endif
 }
 
-int lp_bcast_native(const lp_args_t *a) {
+/* persistent requests: MPI 4's persistent collectives, made once per piece */
+static int init(lp_req_t *r, const lp_args_t *a) {
+#if MPI_VERSION >= 4
     int rc = LP_OK;
-    size_t bytes = a->count * a->esize;
-    for (size_t off = 0; off < bytes; off += lp_max_msg_bytes) {
-        int n = (int)(bytes - off < lp_max_msg_bytes ? bytes - off : lp_max_msg_bytes);
-        LP_MPI(MPI_Bcast(a->rbuf + off, n, MPI_BYTE, a->root, a->comm));
+    size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a), n = (bytes + pb - 1) / pb;
+    MPI_Request *pr;
+    lp_lane_t l = {.a = a, .bytes = bytes, .cb = pb};
+    piece_t pc;
+    LP_TRY(lp_req_alloc_persistent(r, n, &pr));
+    for (size_t k = 0; k < n; k++) {
+        LP_TRY(piece(a, &l, k, &pc));
+        if (a->coll == LP_ALLREDUCE)
+            LP_MPI(MPI_Allreduce_init(pc.s, pc.rb, pc.n, pc.t, pc.op, a->comm, MPI_INFO_NULL, &pr[k]));
+        else if (a->coll == LP_REDUCE)
+            LP_MPI(MPI_Reduce_init(pc.s, pc.rb, pc.n, pc.t, pc.op, a->root, a->comm, MPI_INFO_NULL, &pr[k]));
+        else
+            LP_MPI(MPI_Bcast_init(pc.rb, pc.n, pc.t, a->root, a->comm, MPI_INFO_NULL, &pr[k]));
     }
 cleanup:
     return rc;
+#else
+    (void)r; (void)a;
+    return LP_OK;
+#endif
 }
+
+const lp_sched_t lp_sched_allreduce_native = {plan, phase, host_only, init, NULL};
+const lp_sched_t lp_sched_reduce_native = {plan, phase, host_only, init, NULL};
+const lp_sched_t lp_sched_bcast_native = {plan, phase, host_only, init, NULL};

@@ -4,8 +4,10 @@
  * keyval's delete callback when the user frees the communicator, or at MPI_Finalize at the
  * latest.  A context holds a private duplicate of the communicator (lpmpi's messages never
  * match the user's: an MPI_Comm_dup, one more context id of the MPI library per communicator
- * lpmpi is used on), grow-only scratch and request arrays, auto's last decisions, and the
- * outcome of the table agreement of its first call:
+ * lpmpi is used on), the requests made on it (the blocking calls' one, reused call after call,
+ * and a small pool of finished nonblocking ones), the count of requests started on it (which
+ * gives each start its own range of tags), auto's last decisions, and the outcome of the table
+ * agreement of its first call:
  *
  *   every rank contributes the fingerprint of its tuning table (lpmpi/tables.py's hash of the
  *   rows and the model); if any differs, rank 0 broadcasts its rows and model and every rank
@@ -44,18 +46,36 @@ static inline void remember(MPI_Comm user, lp_ctx_t *ctx) {
 long lp_comm_contexts(void) { return nlive; }
 long lp_table_mismatches(void) { return mismatches; }
 
+/* the communicator is freed (or MPI finalized): complete what runs on it, free its requests
+ * and its duplicate; the context itself goes when the last request pointing at it does */
 static void ctx_free(lp_ctx_t *c) {
     atomic_fetch_add_explicit(&freed_gen, 1, memory_order_acq_rel);
     pthread_mutex_lock(&lock);
     for (lp_ctx_t **p = &live; *p; p = &(*p)->next)
         if (*p == c) { *p = c->next; nlive--; break; }
     pthread_mutex_unlock(&lock);
+    lp_engine_drain(c);
+    if (c->breq) lp_req_destroy(c->breq);
+    c->breq = NULL;
+    while (c->pool) {
+        lp_req_t *r = c->pool;
+        c->pool = r->pool_next;
+        lp_req_destroy(r);
+    }
+    c->npool = 0;
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     if (c->table) { lp_table_free(c->table); free(c->table); }
-    free(c->scratch);
-    free(c->reqs);
-    free(c->idx);
-    free(c);
+    c->table = NULL;
+    lp_engine_lock();
+    c->freed = 1;
+    int last = c->refs == 0;
+    lp_engine_unlock();
+    if (last) free(c);
+}
+
+/* (engine lock held) a request let go of c */
+void lp_ctx_unref(lp_ctx_t *c) {
+    if (--c->refs == 0 && c->freed) free(c);
 }
 
 static int ctx_delete(MPI_Comm comm, int kv, void *val, void *extra) {
@@ -67,6 +87,8 @@ static int ctx_delete(MPI_Comm comm, int kv, void *val, void *extra) {
 /* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free everything still cached */
 static int at_finalize(MPI_Comm comm, int kv, void *val, void *extra) {
     (void)comm; (void)kv; (void)val; (void)extra;
+    lp_engine_finalize();     /* the progress thread stopped, every started request completed */
+    lp_req_finalize();        /* persistent requests' MPI objects */
     while (live)
         if (MPI_Comm_delete_attr(live->user, keyval) != MPI_SUCCESS) ctx_free(live);
     MPI_Comm_free_keyval(&keyval);
@@ -114,6 +136,12 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     LP_MPI(MPI_Comm_dup(user, &c->comm));
     LP_MPI(MPI_Comm_rank(c->comm, &c->rank));
     LP_MPI(MPI_Comm_size(c->comm, &c->size));
+    int *ub = NULL, has_ub = 0;
+    LP_MPI(MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &has_ub));
+    /* tag ranges of LP_TAGS_PER_REQ tags: at least 32767 / 8 (MPI's guaranteed tag bound) */
+    long ntags = has_ub && ub && *ub > 0 ? (long)*ub + 1 : 32768;
+    c->nslots = (unsigned long)(ntags / LP_TAGS_PER_REQ);
+    if (c->nslots > (1ul << 20)) c->nslots = 1ul << 20;
     LP_MPI(MPI_Comm_set_attr(user, keyval, c));
     pthread_mutex_lock(&lock);
     c->next = live;
@@ -191,41 +219,4 @@ int lp_comm_ready(MPI_Comm comm) {
 int lp_comm_prepare(MPI_Comm comm, int *first_mismatch) {
     lp_ctx_t *ctx;
     return lp_ctx_ready(comm, &ctx, first_mismatch);
-}
-
-int lp_ctx_scratch(lp_ctx_t *ctx, size_t bytes, void **out) {
-    if (bytes > ctx->scratch_bytes) {
-        void *p = NULL;
-        size_t want = (bytes + 63) & ~(size_t)63;
-        if (posix_memalign(&p, 64, want) != 0)
-            return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu bytes of scratch space", want);
-        free(ctx->scratch);
-        ctx->scratch = p;
-        ctx->scratch_bytes = want;
-    }
-    *out = ctx->scratch;
-    return LP_OK;
-}
-
-/* grow a cached array to at least n elements of `size` bytes (contents not kept) */
-static int grow(void **arr, size_t *cap, size_t n, size_t size, const char *what) {
-    if (n > *cap) {
-        void *r = realloc(*arr, n * size);
-        if (!r) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu %s", n, what);
-        *arr = r;
-        *cap = n;
-    }
-    return LP_OK;
-}
-
-int lp_ctx_indices(lp_ctx_t *ctx, size_t n, int **out) {
-    int rc = grow((void **)&ctx->idx, &ctx->nidx, n, sizeof *ctx->idx, "request indices");
-    *out = ctx->idx;
-    return rc;
-}
-
-int lp_ctx_requests(lp_ctx_t *ctx, size_t n, MPI_Request **out) {
-    int rc = grow((void **)&ctx->reqs, &ctx->nreqs, n, sizeof *ctx->reqs, "MPI requests");
-    *out = ctx->reqs;
-    return rc;
 }

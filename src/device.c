@@ -1,9 +1,8 @@
 /* device.c: device memory in the engine.
  *
  * Which device operations (devops.h) and which transport (internal.h: STAGED or AWARE) a call
- * on device memory uses, the local device work of the AWARE transport (one operation on
- * stream 0, then wait: MPI reads the data next), scratch space in the buffers' memory, and
- * whole-buffer staging for the algorithms that have no staged pipeline of their own.
+ * on device memory uses, the device events of requests, and whole-buffer staging for the
+ * algorithms that have no staged pipeline of their own (a schedule around theirs).
  *
  * Transport: LPMPI_CUDA_AWARE=0/1 decides; otherwise the MPI library is asked once
  * (Open MPI: MPIX_Query_cuda_support from mpi-ext.h; MPICH >= 4.1:
@@ -13,6 +12,7 @@
  * handled by lp_devops_emul, so the staged transport (or, with LPMPI_CUDA_AWARE=1, the AWARE
  * routing) runs on machines without a GPU. */
 #include "engine.h"
+#include <pthread.h>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
 #endif
@@ -116,67 +116,95 @@ int lp_device_stream_sync(uintptr_t stream) {
 #endif
 }
 
-/* ---------------------------------------------------------------- AWARE: local device work */
-int lp_dev_reduce_now(const lp_args_t *a, void *out, const void *x, const void *y, size_t n) {
-    int rc = LP_OK;
-    if (!n) return LP_OK;
-    LP_TRY(a->dev->reduce(out, x, y, n, a->dt, a->op, 0));
-    LP_TRY(a->dev->sync(0));
-cleanup:
-    return rc;
+/* ---------------------------------------------------------------- events of requests */
+/* LP_MAX_EVENTS event numbers shared by all outstanding requests: each request reserves a
+ * contiguous range once (first fit) and gives it back when it is freed */
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char ev_used[LP_MAX_EVENTS];
+
+int lp_events_reserve(int n, int *first) {
+    int run = 0;
+    pthread_mutex_lock(&ev_lock);
+    for (int i = 0; i < LP_MAX_EVENTS; i++) {
+        run = ev_used[i] ? 0 : run + 1;
+        if (run == n) {
+            *first = i - n + 1;
+            memset(ev_used + *first, 1, (size_t)n);
+            pthread_mutex_unlock(&ev_lock);
+            return LP_OK;
+        }
+    }
+    pthread_mutex_unlock(&ev_lock);
+    return LP_FAIL(LP_ERR_NOMEM, "out of device events: too many device requests outstanding "
+                   "(%d events in all)", LP_MAX_EVENTS);
 }
 
-int lp_dev_copy_now(const lp_args_t *a, void *dst, const void *src, size_t bytes) {
-    int rc = LP_OK;
-    LP_TRY(a->dev->d2d(dst, src, bytes, 0));
-    LP_TRY(a->dev->sync(0));
-cleanup:
-    return rc;
-}
-
-int lp_dev_scale_now(const lp_args_t *a, void *buf, size_t n) {
-    int rc = LP_OK;
-    LP_TRY(a->dev->scale(buf, n, a->dt, (double)a->size, 0));
-    LP_TRY(a->dev->sync(0));
-cleanup:
-    return rc;
-}
-
-int lp_scratch(const lp_args_t *a, size_t bytes, void **out) {
-    if (a->dev) return a->dev->arena(LP_ARENA_DEVICE, 0, bytes, out);
-    return lp_ctx_scratch(a->ctx, bytes, out);
+void lp_events_release(int first, int n) {
+    if (first < 0 || n <= 0) return;
+    pthread_mutex_lock(&ev_lock);
+    memset(ev_used + first, 0, (size_t)n);
+    pthread_mutex_unlock(&ev_lock);
 }
 
 /* ---------------------------------------------------------------- STAGED: whole buffer */
-/* Copy to pinned host memory, run the host algorithm, copy the result back: no overlap.  This
- * is also the "copy to host + MPI's native collective + copy back" baseline of the benchmark
- * (algorithm="native" on device memory without CUDA-aware MPI).  Pinned arenas 1 and 2. */
-int lp_stage_whole(const lp_args_t *a, lp_alg_fn run) {
-    int rc = LP_OK;
-    const lp_devops_t *d = a->dev;
-    size_t bytes = a->count * a->esize;
+/* The algorithms without a staged pipeline of their own, on device memory over MPI without
+ * device support (and native's user ops on CUDA-aware MPI, which run on the host): copy to
+ * pinned host memory, run the host schedule r->inner there, copy the result back, no overlap.
+ * This is also the "copy to host + MPI's native collective + copy back" baseline of the
+ * benchmark (algorithm="native" on device memory without CUDA-aware MPI).
+ *   phase 0             DEV: D2H sendbuf -> host copy (bcast: on the root)
+ *   phases 1 .. n       the inner schedule's phases on the host copies (r->h)
+ *   phase n + 1         DEV: H2D host result -> recvbuf (where this rank has a result) */
+static int has_result(const lp_args_t *a) {
     int is_root = a->rank == a->root;
-    int inplace = a->sbuf == a->rbuf;
-    int result = a->coll == LP_ALLREDUCE || (a->coll == LP_REDUCE && is_root) ||
-                 (a->coll == LP_BCAST && !is_root);
-    void *hs = NULL, *hr = NULL;
-    lp_args_t h = *a;
-    LP_TRY(d->arena(LP_ARENA_PINNED, 1, bytes, &hs));
-    hr = hs;
-    if (!inplace && a->rbuf) LP_TRY(d->arena(LP_ARENA_PINNED, 2, bytes, &hr));
-    if (a->coll != LP_BCAST || is_root) {
-        LP_TRY(d->d2h(hs, a->sbuf, bytes, 0));
-        LP_TRY(d->sync(0));
-    }
-    h.dev = NULL;
-    h.xport = LP_XPORT_HOST;
-    h.sbuf = hs;
-    h.rbuf = a->rbuf ? hr : NULL;
-    LP_TRY(run(&h));
-    if (result) {
-        LP_TRY(d->h2d(a->rbuf, h.rbuf, bytes, 0));
-        LP_TRY(d->sync(0));
-    }
+    return a->coll == LP_ALLREDUCE || (a->coll == LP_REDUCE && is_root) || (a->coll == LP_BCAST && !is_root);
+}
+
+/* the host copies' arguments (pinned area: sendbuf's copy, then recvbuf's unless in place) */
+static void host_args(lp_req_t *r, const lp_args_t *a, lp_args_t *h) {
+    size_t bytes = a->count * a->esize;
+    char *hs = lp_req_area(r, LP_AREA_PINNED);
+    *h = *a;
+    h->dev = NULL;
+    h->xport = LP_XPORT_HOST;
+    h->sbuf = hs;
+    h->rbuf = a->rbuf ? (a->sbuf == a->rbuf ? hs : hs + bytes) : NULL;
+}
+
+static int whole_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    int rc = LP_OK;
+    lp_args_t h;
+    lp_plan_t in = {0};
+    size_t bytes = a->count * a->esize;
+    host_args(r, a, &h);
+    LP_TRY(r->inner->plan(r, &h, &in));
+    p->nphases = in.nphases + 2;
+    p->work = in.work;         /* host memory (request.c) */
+    p->pinned = bytes * (a->rbuf && a->sbuf != a->rbuf ? 2 : 1);
+    p->events = 1;
 cleanup:
     return rc;
 }
+
+static int whole_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    size_t bytes = a->count * a->esize;
+    host_args(r, a, &r->h);
+    if (i == 0) {
+        if (a->coll != LP_BCAST || a->rank == a->root) {
+            lp_lane_t *l = lp_lane_dev(r, a, 1, bytes, 0);
+            lp_lane_region(l, 0, r->h.sbuf);
+            lp_lane_region(l, 1, a->sbuf);
+            lp_lane_dop(l, LP_DOP_D2H, 0, 1, 0);
+        }
+    } else if (i < r->nphases - 1) {
+        return r->inner->phase(r, &r->h, i - 1);
+    } else if (has_result(a)) {
+        lp_lane_t *l = lp_lane_dev(r, a, 1, bytes, 0);
+        lp_lane_region(l, 0, a->rbuf);
+        lp_lane_region(l, 1, r->h.rbuf);
+        lp_lane_dop(l, LP_DOP_H2D, 0, 1, 0);
+    }
+    return LP_OK;
+}
+
+const lp_sched_t lp_sched_stage_whole = {whole_plan, whole_phase, NULL, NULL, NULL};

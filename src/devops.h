@@ -3,8 +3,8 @@
  *
  *   lp_devops_cuda   the CUDA runtime (src/cuda/devops_cuda.cu, built when nvcc is found;
  *                    defines LPMPI_HAVE_CUDA): cudaMemcpyAsync on the engine's own non-blocking
- *                    streams, events, pinned host and device arenas, the reduction kernels of
- *                    src/cuda/kernels.cu.
+ *                    streams, events, pinned host and device memory, the reduction kernels
+ *                    of src/cuda/kernels.cu.
  *   lp_devops_emul   a host emulation (src/devops_emul.c): "device" memory is host memory, copies
  *                    are memcpy and reductions the host kernels of reduce.c, but every operation
  *                    is queued on its stream and runs only when an event recorded after it is
@@ -13,11 +13,12 @@
  *                    event completed therefore reads stale bytes and fails the tests, on any
  *                    machine (LPMPI_EMULATE_STAGING=1).
  *
- * Streams and events are small integers (0 ..), created on first use, per device.  Every call
- * returns an LP_* status and records a message (lp_errmsg) on failure.  Operations are
- * asynchronous with respect to the host: only query (when *done is set) and sync order them.
- * Arenas: grow-only scratch reused call after call; asking for a bigger one frees the old one
- * (after synchronising), so a pointer is valid until the next request of the same arena. */
+ * Streams and events are small integers (0 ..), created on first use, per device; events are
+ * handed out to requests by device.c (lp_events_reserve), so that outstanding requests never
+ * share one.  Every call returns an LP_* status and records a message (lp_errmsg) on failure.
+ * Operations are asynchronous with respect to the host: only query (when *done is set) and
+ * sync order them.  Memory: each request allocates its own pinned and device scratch once
+ * (alloc) and frees it when it is freed (free). */
 #ifndef LPMPI_DEVOPS_H
 #define LPMPI_DEVOPS_H
 
@@ -29,17 +30,18 @@
 extern "C" {
 #endif
 
-enum { LP_ARENA_PINNED = 0, LP_ARENA_DEVICE = 1 };
-#define LP_NARENAS 4            /* arenas of each kind (slot 0 .. 3) */
+enum { LP_ALLOC_PINNED = 0, LP_ALLOC_DEVICE = 1 };
 #define LP_MAX_STREAMS 8
-#define LP_MAX_EVENTS (4 * LP_STAGING_MAX)   /* two chains x two directions */
+#define LP_MAX_EVENTS 4096      /* for all outstanding requests (a staged LP takes 4 W at most) */
 
 typedef struct lp_devops {
     const char *name;
-    /* make the device that owns ptr current (CUDA: cudaSetDevice); *saved gets what to give
-     * back to unbind.  ptr NULL: keep the current device. */
-    int (*bind)(const void *ptr, int *saved);
-    void (*unbind)(int saved);
+    /* the device that owns ptr (-1: none / the current one) */
+    int (*locate)(const void *ptr, int *device);
+    /* make `device` current for this thread (CUDA: cudaSetDevice; device < 0: keep the
+     * current one); *saved gets what to give back to leave */
+    int (*enter)(int device, int *saved);
+    void (*leave)(int saved);
     int (*d2h)(void *dst, const void *src, size_t bytes, int stream);
     int (*h2d)(void *dst, const void *src, size_t bytes, int stream);
     int (*d2d)(void *dst, const void *src, size_t bytes, int stream);
@@ -50,9 +52,10 @@ typedef struct lp_devops {
     int (*record)(int event, int stream);
     int (*query)(int event, int *done);    /* *done = 1 once the work before the record ran */
     int (*sync)(int stream);
-    /* arena `slot` of `kind`, at least `bytes` (64-byte aligned) */
-    int (*arena)(int kind, int slot, size_t bytes, void **out);
-    void (*release)(void);                 /* free every stream, event and arena (finalize) */
+    /* `bytes` of pinned host or device memory (kind LP_ALLOC_*), on the current device */
+    int (*alloc)(int kind, size_t bytes, void **out);
+    void (*free)(int kind, void *p);       /* after every operation that used it */
+    void (*release)(void);                 /* free every stream and event (finalize) */
 } lp_devops_t;
 
 extern const lp_devops_t lp_devops_emul;

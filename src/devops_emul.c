@@ -11,7 +11,11 @@
  * results on a GPU, and the staged path can be tested on machines without one. */
 #include "devops.h"
 #include "internal.h"
+#include <pthread.h>
 #include <stdlib.h>
+
+/* requests on different threads (a progress thread, callers) may drive device work at once */
+static pthread_mutex_t M = PTHREAD_MUTEX_INITIALIZER;
 
 enum { E_COPY, E_REDUCE, E_SCALE, E_RECORD };
 
@@ -36,10 +40,6 @@ static struct {
 } events[LP_MAX_EVENTS];
 static unsigned long nrecords;
 static long stat_not_ready, stat_ops;
-static struct {
-    void *p;
-    size_t bytes;
-} arenas[2][LP_NARENAS];
 
 void lp_emul_stats(long *not_ready, long *ops) {
     *not_ready = stat_not_ready;
@@ -75,7 +75,7 @@ static void drain(int s, int event) {
     if (q->head == q->tail) q->head = q->tail = 0;
 }
 
-static int push(int s, const eop_t *o) {
+static int push_locked(int s, const eop_t *o) {
     if (s < 0 || s >= LP_MAX_STREAMS) return LP_FAIL(LP_ERR_ARG, "emulated stream %d out of range", s);
     queue_t *q = &queues[s];
     if (q->tail == q->cap) {
@@ -89,12 +89,24 @@ static int push(int s, const eop_t *o) {
     return LP_OK;
 }
 
-static int e_bind(const void *ptr, int *saved) {
+static int push(int s, const eop_t *o) {
+    pthread_mutex_lock(&M);
+    int rc = push_locked(s, o);
+    pthread_mutex_unlock(&M);
+    return rc;
+}
+
+static int e_locate(const void *ptr, int *device) {
     (void)ptr;
+    *device = -1;
+    return LP_OK;
+}
+static int e_enter(int device, int *saved) {
+    (void)device;
     *saved = 0;
     return LP_OK;
 }
-static void e_unbind(int saved) { (void)saved; }
+static void e_leave(int saved) { (void)saved; }
 
 static int e_copy(void *dst, const void *src, size_t bytes, int stream) {
     eop_t o = {.kind = E_COPY, .dst = dst, .a = src, .n = bytes};
@@ -116,73 +128,78 @@ static int e_scale(void *buf, size_t n, lp_dtype_t dt, double divisor, int strea
 
 static int e_record(int ev, int stream) {
     if (ev < 0 || ev >= LP_MAX_EVENTS) return LP_FAIL(LP_ERR_ARG, "emulated event %d out of range", ev);
+    pthread_mutex_lock(&M);
     if (events[ev].pending) drain(events[ev].stream, ev);   /* re-record: as CUDA, the old one is gone */
     eop_t o = {.kind = E_RECORD, .event = ev};
-    int rc = push(stream, &o);
-    if (rc != LP_OK) return rc;
-    events[ev].pending = 1;
-    events[ev].stream = stream;
-    events[ev].polls_left = (int)(nrecords++ % 3);
-    return LP_OK;
+    int rc = push_locked(stream, &o);
+    if (rc == LP_OK) {
+        events[ev].pending = 1;
+        events[ev].stream = stream;
+        events[ev].polls_left = (int)(nrecords++ % 3);
+    }
+    pthread_mutex_unlock(&M);
+    return rc;
 }
 
 static int e_query(int ev, int *done) {
     if (ev < 0 || ev >= LP_MAX_EVENTS) return LP_FAIL(LP_ERR_ARG, "emulated event %d out of range", ev);
+    pthread_mutex_lock(&M);
     if (events[ev].pending && events[ev].polls_left > 0) {
         events[ev].polls_left--;
         stat_not_ready++;
         *done = 0;
-        return LP_OK;
+    } else {
+        if (events[ev].pending) drain(events[ev].stream, ev);
+        *done = 1;
     }
-    if (events[ev].pending) drain(events[ev].stream, ev);
-    *done = 1;
+    pthread_mutex_unlock(&M);
     return LP_OK;
+}
+
+static void sync_locked(int stream) {
+    for (int s = 0; s < LP_MAX_STREAMS; s++)
+        if (stream < 0 || s == stream) drain(s, -1);
 }
 
 static int e_sync(int stream) {
-    for (int s = 0; s < LP_MAX_STREAMS; s++)
-        if (stream < 0 || s == stream) drain(s, -1);
+    pthread_mutex_lock(&M);
+    sync_locked(stream);
+    pthread_mutex_unlock(&M);
     return LP_OK;
 }
 
-static int e_arena(int kind, int slot, size_t bytes, void **out) {
-    if (kind < 0 || kind > 1 || slot < 0 || slot >= LP_NARENAS)
-        return LP_FAIL(LP_ERR_ARG, "arena %d/%d out of range", kind, slot);
-    if (bytes > arenas[kind][slot].bytes) {
-        void *p = NULL;
-        size_t want = (bytes + 63) & ~(size_t)63;
-        e_sync(-1);    /* nothing queued may still point into the old one */
-        if (posix_memalign(&p, 64, want) != 0)
-            return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu bytes of emulated %s memory", want,
-                           kind == LP_ARENA_PINNED ? "pinned" : "device");
-        memset(p, 0xA5, want);   /* never-written staging bytes are recognisable garbage */
-        free(arenas[kind][slot].p);
-        arenas[kind][slot].p = p;
-        arenas[kind][slot].bytes = want;
-    }
-    *out = arenas[kind][slot].p;
+static int e_alloc(int kind, size_t bytes, void **out) {
+    void *p = NULL;
+    size_t want = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, want ? want : 64) != 0)
+        return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu bytes of emulated %s memory", want,
+                       kind == LP_ALLOC_PINNED ? "pinned" : "device");
+    memset(p, 0xA5, want);   /* never-written staging bytes are recognisable garbage */
+    *out = p;
     return LP_OK;
+}
+
+static void e_free(int kind, void *p) {
+    (void)kind;
+    e_sync(-1);    /* nothing queued may still point into it */
+    free(p);
 }
 
 static void e_release(void) {
-    e_sync(-1);
+    pthread_mutex_lock(&M);
+    sync_locked(-1);
     for (int s = 0; s < LP_MAX_STREAMS; s++) {
         free(queues[s].ops);
         queues[s] = (queue_t){0};
     }
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < LP_NARENAS; i++) {
-            free(arenas[k][i].p);
-            arenas[k][i].p = NULL;
-            arenas[k][i].bytes = 0;
-        }
+    pthread_mutex_unlock(&M);
 }
 
 const lp_devops_t lp_devops_emul = {
     .name = "emulated",
-    .bind = e_bind, .unbind = e_unbind,
+    .locate = e_locate, .enter = e_enter, .leave = e_leave,
     .d2h = e_copy, .h2d = e_copy, .d2d = e_copy,
     .reduce = e_reduce, .scale = e_scale,
     .record = e_record, .query = e_query, .sync = e_sync,
-    .arena = e_arena, .release = e_release,
+    .alloc = e_alloc, .free = e_free, .release = e_release,
 };

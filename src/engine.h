@@ -7,15 +7,22 @@
  *   table.c        tuning-table rows, their lookup and their fingerprint
  *   select.c       environment overrides and the one decision function (lp_decide)
  *   check.c        LPMPI_CHECK: do the ranks agree on a call?
- *   collectives.c  the entry points: prepare the context, decide, check, dispatch
+ *   request.c      the entry points: a call becomes a request (context, decision, check,
+ *                  schedule, memory), blocking, nonblocking or persistent
+ *   progress.c     the one progress engine: runs every request's schedule, observes every
+ *                  completion, the optional progress thread
+ *   schedule.c     the helpers schedules build their lanes with
  *
- * Data flows one way: collectives.c -> select.c -> (table.c, model.c -> registry.c); contexts
- * hold what select.c reads per communicator. */
+ * Data flows one way: request.c -> select.c -> (table.c, model.c -> registry.c), and
+ * request.c -> progress.c -> the schedules (alg_*.c); contexts hold what select.c reads per
+ * communicator and the requests made on it. */
 #ifndef LPMPI_ENGINE_H
 #define LPMPI_ENGINE_H
 
 #include "internal.h"
 #include <stdatomic.h>
+
+typedef struct lp_ctx lp_ctx_t;
 
 /* ---- tuning rows (table.c) ---- */
 typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging; } lp_row_t;
@@ -49,12 +56,6 @@ struct lp_ctx {
     MPI_Comm comm;            /* private duplicate: lpmpi's messages never match the user's */
     MPI_Comm user;            /* the user's communicator it is cached on */
     int rank, size;
-    void *scratch;            /* grow-only arena, reused call after call */
-    size_t scratch_bytes;
-    MPI_Request *reqs;        /* grow-only request array */
-    size_t nreqs;
-    int *idx;                 /* grow-only index array (MPI_Waitsome) */
-    size_t nidx;
     int tables;               /* 0 unchecked, 1 every rank has the same table, -1 they differ */
     lp_table_t *table;        /* tables differ: rank 0's rows (NULL: this process's) */
     lp_model_t model;         /* tables differ: rank 0's model (else unused) */
@@ -64,9 +65,81 @@ struct lp_ctx {
         int mem;
         lp_choice_t choice;
     } last[LP_NCOLLS];
-    atomic_int busy;          /* a collective runs on it (one thread at a time: MPI's rule) */
+    atomic_int busy;          /* a call is being made on it (one thread at a time: MPI's rule) */
+    unsigned long seq;        /* requests started on it: the same count on every rank */
+    unsigned long nslots;     /* tag ranges: requests that may be outstanding before tags repeat */
+    lp_req_t *breq;           /* the blocking calls' request, reused call after call */
+    lp_req_t *pool;           /* finished nonblocking requests, reused (under the engine lock) */
+    int npool;
+    int refs;                 /* requests that point at it (under the engine lock) */
+    int freed;                /* its communicator was freed: requests on it refuse to start */
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 };
+
+/* ---- requests (request.c, progress.c) ---- */
+enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
+
+struct lp_req {
+    /* the call */
+    lp_args_t a;              /* what its schedule sees */
+    lp_args_t h;              /* whole-buffer staging: the host copies' arguments */
+    const lp_sched_t *sched;  /* a's schedule (or the staging wrapper around `inner`) */
+    const lp_sched_t *inner;
+    lp_ctx_t *ctx;
+    int kind;                 /* LP_REQ_BLOCKING, LP_REQ_NONBLOCKING, LP_REQ_PERSISTENT */
+    int alg;                  /* registry index */
+    int devid;                /* device of its buffers (device memory), else -1 */
+    /* the running phase (progress.c) */
+    int nphases, phase;
+    lp_lane_t lane[LP_LANES_MAX];
+    int nlanes, lanes_left;
+    int build_rc;             /* a schedule's phase failed to build (schedule.c) */
+    MPI_Request *reqs;        /* the phase's MPI requests: each transfer lane's W slots */
+    unsigned char *fin;       /* fin[i]: reqs[i] completed (set where completions are observed) */
+    int *idx;
+    size_t nreq, reqcap;
+    MPI_Request *preq;        /* persistent collectives (native), one per piece */
+    size_t npreq;
+    size_t dev_inflight;      /* device steps issued and not yet complete */
+    /* memory (grow-only while the request is reused) */
+    char *area[3];            /* LP_AREA_WORK, LP_AREA_PINNED, LP_AREA_DEVICE */
+    size_t area_bytes[3];
+    int area_kind[3];         /* host (-1), LP_ALLOC_PINNED or LP_ALLOC_DEVICE */
+    const lp_devops_t *area_ops[3];   /* the device operations that allocated it */
+    int area_dev[3];          /* and on which device */
+    int ev_first, nev;        /* device events reserved for it */
+    /* state */
+    int state;                /* LP_REQ_INACTIVE, _ACTIVE, _DONE */
+    int rc;                   /* its failure (LP_OK) */
+    char err[512];            /* and its message, for the test/wait that reports it */
+    char where[160];          /* and where it was detected */
+    int owned;                /* a thread is observing it with the engine lock released */
+    int poisoned;             /* failed with transfers maybe still in flight: memory leaked */
+    int finalized;            /* MPI was finalized: nothing of MPI left to free */
+    struct lp_req *prev, *next;     /* the active list */
+    struct lp_req *lprev, *lnext;   /* every live request (MPI_Finalize) */
+    struct lp_req *pool_next;
+};
+
+/* request.c */
+int lp_req_slots(lp_req_t *r, size_t n);        /* room for n MPI requests */
+void lp_req_destroy(lp_req_t *r);               /* an inactive request, for good */
+void lp_req_finalize_one(lp_req_t *r);          /* MPI_Finalize: its MPI objects */
+/* progress.c (the engine lock is theirs) */
+int lp_engine_start(lp_req_t *r);            /* begin phase 0; nonblocking: onto the active list */
+int lp_engine_run(lp_req_t *r);              /* blocking: start and complete, progressing others */
+int lp_engine_wait(lp_req_t *r);
+int lp_engine_test(lp_req_t *r, int *done);
+int lp_engine_slot_wait(lp_ctx_t *ctx, unsigned long slot);   /* wait for an active request of
+                                                                 ctx using tag slot `slot` */
+int lp_engine_drain(lp_ctx_t *ctx);          /* complete the active requests of ctx (NULL: all) */
+void lp_engine_lock(void);
+void lp_engine_unlock(void);
+void lp_engine_live(lp_req_t *r, int add);   /* the list of live requests (locked) */
+void lp_engine_finalize(void);               /* MPI_Finalize: thread stopped, all drained */
+/* device memory of requests (device.c) */
+int lp_events_reserve(int n, int *first);
+void lp_events_release(int first, int n);
 
 /* the context of `user`, created (collective) if it has none */
 int lp_ctx_get(MPI_Comm user, lp_ctx_t **out);
@@ -87,6 +160,15 @@ extern int lp_check_enabled;
 
 /* ---- what MPI_Finalize releases besides the contexts ---- */
 void lp_native_free(void);     /* alg_native.c: lpmpi's user ops and types */
-void lp_device_release(void);  /* device.c: streams, events, arenas */
+void lp_device_release(void);  /* device.c: streams and events */
+void lp_req_finalize(void);    /* progress.c: the MPI objects of live requests */
+
+/* ---- schedules of the engine itself ---- */
+extern const lp_sched_t lp_sched_single;        /* one rank: the result is the input */
+extern const lp_sched_t lp_sched_stage_whole;   /* copy to host, run r->inner, copy back */
+int lp_native_issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *persistent, int *done);
+
+/* ---- contexts: references held by requests (context.c; under the engine lock) ---- */
+void lp_ctx_unref(lp_ctx_t *ctx);
 
 #endif

@@ -34,3 +34,9 @@ int lp_mpi_fail(int mpierr, const char *file, int line, const char *call) {
                        "sizes; rerun with LPMPI_CHECK=1 to find which)", n, name, s);
     return lp_fail(LP_ERR_MPI, file, line, "%.*s failed: %s", n, name, s);
 }
+
+int lp_set_error(int code, const char *msg, const char *where) {
+    snprintf(errbuf, sizeof errbuf, "%s", msg);
+    snprintf(wherebuf, sizeof wherebuf, "%s", where);
+    return code;
+}

@@ -23,6 +23,9 @@ int lp_fail(int code, const char *file, int line, const char *fmt, ...)
  * truncation also says how to find the ranks that disagree) */
 int lp_mpi_fail(int mpierr, const char *file, int line, const char *call);
 
+/* make (msg, where), recorded earlier (maybe by another thread), this thread's last failure */
+int lp_set_error(int code, const char *msg, const char *where);
+
 #define LP_FAIL(code, ...) lp_fail((code), __FILE__, __LINE__, __VA_ARGS__)
 /* run an int-returning lpmpi call; on failure jump to the function's cleanup label */
 #define LP_TRY(expr) do { rc = (expr); if (rc != LP_OK) goto cleanup; } while (0)

@@ -87,7 +87,7 @@ int lp_op_valid(lp_dtype_t dt, lp_op_t op);
 /* buf[i] /= divisor, in the element type (float16/bfloat16 through float32); used by AVG. */
 void lp_scale(void *buf, size_t n, lp_dtype_t dt, double divisor);
 
-/* ---- collectives (collectives.c) ----
+/* ---- collectives (request.c) ----
  * count: elements.  alg: index into the registry or LP_ALG_AUTO.  chunk_bytes: 0 = choose.
  * In place: sbuf == rbuf.  reduce: rbuf is used on root only (NULL elsewhere is fine).
  * All return an LP_* status; lp_errmsg() describes the last failure of this thread and
@@ -98,6 +98,45 @@ int lp_reduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtyp
               lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem);
 int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, int alg,
              size_t chunk_bytes, lp_mem_t mem);
+
+/* ---- requests: nonblocking and persistent collectives (request.c, progress.c) ----
+ * lp_request makes a request for one collective call (arguments as above, bcast: sbuf ==
+ * rbuf == the buffer, op ignored): the same checks, context preparation, decision and
+ * LPMPI_CHECK agreement as a blocking call, made at once (collective on a communicator's first
+ * call and with LPMPI_CHECK).  LP_REQ_NONBLOCKING: started at once (like MPI_Iallreduce);
+ * LP_REQ_PERSISTENT: inactive until lp_start (like MPI_Allreduce_init), startable again once
+ * complete, its schedule, scratch and tags reserved once.  Every rank must start the requests
+ * of a communicator in the same order (blocking calls included); any number may be
+ * outstanding and they may complete in any order.  The buffers belong to lpmpi until the
+ * request completes.  lp_test / lp_wait / lp_waitall advance every outstanding request of the
+ * process; a request's own failure (an MPI error inside its progress) is returned by its test
+ * or wait.  lp_req_free: an inactive or completed request (a persistent one after its last
+ * wait); never one in flight. */
+typedef struct lp_req lp_req_t;
+enum { LP_REQ_BLOCKING = 0, LP_REQ_NONBLOCKING = 1, LP_REQ_PERSISTENT = 2 };
+int lp_request(lp_req_t **req, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
+               void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
+               size_t chunk_bytes, lp_mem_t mem);
+int lp_start(lp_req_t *req);
+int lp_test(lp_req_t *req, int *done);
+int lp_wait(lp_req_t *req);
+/* wait for all n; returns the first failure (in array order) after all have completed */
+int lp_waitall(int n, lp_req_t *const *reqs);
+int lp_req_active(const lp_req_t *req);      /* started and not complete (no progress made) */
+int lp_req_free(lp_req_t *req);
+/* advance every outstanding request once, without waiting */
+int lp_progress(void);
+long lp_outstanding(void);                   /* requests started and not complete */
+/* the background progress thread (LPMPI_PROGRESS_THREAD): it advances every outstanding
+ * request while the caller computes; needs MPI_THREAD_MULTIPLE (LP_ERR_UNSUPPORTED with the
+ * reason otherwise).  Stopped at MPI_Finalize at the latest. */
+int lp_progress_thread(int on);
+int lp_progress_thread_running(void);
+/* native's forms in this MPI library: 1 nonblocking (MPI_Iallreduce ...), 2 persistent
+ * (MPI 4's MPI_Allreduce_init ...); the forms missing fall back to the nonblocking ones */
+int lp_native_forms(void);
+/* tests only: the `after`-th next point-to-point call of the engine fails (0: never) */
+void lp_test_fault(long after);
 
 const char *lp_errmsg(void);
 const char *lp_errwhere(void);

@@ -1,9 +1,10 @@
-/* The one registry of algorithms: name, collective, chunked or not, implementation and
+/* The one registry of algorithms: name, collective, chunked or not, schedule and
  * alpha-beta-gamma cost.  It drives dispatch, lpmpi.algorithms(), the tuning-table
  * validator, "auto"'s model and the tuner's search space.  Adding an algorithm means one row
- * here and one implementation file.  The last column names an algorithm's own pipeline for
- * device memory staged through the host (STAGED transport, internal.h); NULL runs the host
- * algorithm on a pinned host copy of the whole buffer (lp_stage_whole).
+ * here and one schedule file (schedule.h says what a schedule is).  The last column names an
+ * algorithm's own schedule for device memory staged through the host (STAGED transport,
+ * internal.h); NULL runs its schedule on a pinned host copy of the whole buffer
+ * (lp_sched_stage_whole).
  *
  * Costs: P ranks, n bytes, c chunk bytes; m->alpha s/message, m->beta s/byte moved,
  * m->gamma s/byte reduced. */
@@ -92,20 +93,20 @@ static double cost_bcast_native(const lp_model_t *m, int P, double n, double c) 
 }
 
 const lp_algo_t lp_algos[] = {
-    /* name      collective     chunked  implementation         cost                   staged pipeline */
-    {"lp",     LP_ALLREDUCE, 1, lp_allreduce_lp,     cost_allreduce_lp,     lp_allreduce_lp_staged},
-    {"mst",    LP_ALLREDUCE, 0, lp_allreduce_mst,    cost_allreduce_mst,    NULL},
-    {"be",     LP_ALLREDUCE, 0, lp_allreduce_be,     cost_allreduce_be,     NULL},
-    {"ring",   LP_ALLREDUCE, 1, lp_allreduce_ring,   cost_allreduce_ring,   NULL},
-    {"native", LP_ALLREDUCE, 0, lp_allreduce_native, cost_allreduce_native, NULL},
-    {"lp",     LP_REDUCE,    1, lp_reduce_lp,        cost_reduce_lp,        lp_reduce_lp_staged},
-    {"mst",    LP_REDUCE,    0, lp_reduce_mst,       cost_reduce_mst,       NULL},
-    {"be",     LP_REDUCE,    0, lp_reduce_be,        cost_reduce_be,        NULL},
-    {"native", LP_REDUCE,    0, lp_reduce_native,    cost_reduce_native,    NULL},
-    {"lp",     LP_BCAST,     1, lp_bcast_lp,         cost_bcast_lp,         lp_bcast_lp_staged},
-    {"mst",    LP_BCAST,     0, lp_bcast_mst,        cost_bcast_mst,        NULL},
-    {"be",     LP_BCAST,     0, lp_bcast_be,         cost_bcast_be,         NULL},
-    {"native", LP_BCAST,     0, lp_bcast_native,     cost_bcast_native,     NULL},
+    /* name      collective     chunked  schedule                    cost                   staged schedule */
+    {"lp",     LP_ALLREDUCE, 1, &lp_sched_lp,               cost_allreduce_lp,     &lp_sched_lp_staged},
+    {"mst",    LP_ALLREDUCE, 0, &lp_sched_allreduce_mst,    cost_allreduce_mst,    NULL},
+    {"be",     LP_ALLREDUCE, 0, &lp_sched_allreduce_be,     cost_allreduce_be,     NULL},
+    {"ring",   LP_ALLREDUCE, 1, &lp_sched_allreduce_ring,   cost_allreduce_ring,   NULL},
+    {"native", LP_ALLREDUCE, 0, &lp_sched_allreduce_native, cost_allreduce_native, NULL},
+    {"lp",     LP_REDUCE,    1, &lp_sched_lp,               cost_reduce_lp,        &lp_sched_lp_staged},
+    {"mst",    LP_REDUCE,    0, &lp_sched_reduce_mst,       cost_reduce_mst,       NULL},
+    {"be",     LP_REDUCE,    0, &lp_sched_reduce_be,        cost_reduce_be,        NULL},
+    {"native", LP_REDUCE,    0, &lp_sched_reduce_native,    cost_reduce_native,    NULL},
+    {"lp",     LP_BCAST,     1, &lp_sched_lp,               cost_bcast_lp,         &lp_sched_lp_staged},
+    {"mst",    LP_BCAST,     0, &lp_sched_bcast_mst,        cost_bcast_mst,        NULL},
+    {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be,         NULL},
+    {"native", LP_BCAST,     0, &lp_sched_bcast_native,     cost_bcast_native,     NULL},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
 

@@ -6,6 +6,11 @@
 Suites: allreduce, reduce, bcast, comms, errors, check, bigmsg, determinism, cases (JSON file
 of case dicts, see --cases; used by test_hypothesis.py), device (device-array specifics).
 
+Forms (--form): blocking (the default); nonblocking (every lpmpi.allreduce / reduce / bcast
+of the matrices becomes lpmpi.iallreduce / ... followed by wait()); persistent (allreduce_init
+/ ... then start() and wait(); twice where the call is not in place, so the restart is checked
+too).  Everything else, errors before any communication included, is checked unchanged.
+
 Array backends (--backend): numpy (host memory, the default); fakedev (HostDeviceArray:
 __cuda_array_interface__ over host memory, run with LPMPI_EMULATE_STAGING=1); cupy (device
 memory on a GPU).  With a device backend the numpy buffers of the matrices become that
@@ -1570,6 +1575,46 @@ def suite_device(h):
     h.run("device kernels equal host kernels", kernels_equal)
 
 
+# --------------------------------------------------------------------------- forms
+
+def use_form(form):
+    """Replace lpmpi.allreduce / reduce / bcast, for this process, by the same call made in
+    `form` (nonblocking: i* + wait; persistent: *_init + start + wait, twice when not in
+    place), so every suite checks that form with its own cases."""
+    if form == "blocking":
+        return
+    for name in ("allreduce", "reduce", "bcast"):
+        if form == "nonblocking":
+            start = getattr(lpmpi, "i" + name)
+
+            def call(*args, _start=start, **kw):
+                req = _start(*args, **kw)
+                check(isinstance(req, lpmpi.Request), f"returned {type(req).__name__}, not a Request")
+                res = req.wait()
+                check(req.done and req.test(), "request not done after wait()")
+                check(req.wait() is res, "a second wait() returned something else")
+                return res
+        else:
+            init = getattr(lpmpi, name + "_init")
+
+            def call(*args, _init=init, _name=name, **kw):
+                p = _init(*args, **kw)
+                check(p.done, "a persistent request is active before start()")
+                send = args[0] if args else kw.get("buf" if _name == "bcast" else "sendbuf")
+                recv = (args[1] if len(args) > 1 else kw.get("recvbuf")) if _name != "bcast" else None
+                in_place = send is MPI.IN_PLACE or (recv is not None and recv is send)
+                rounds = 1 if in_place or _name == "bcast" else 2
+                # the same number of starts on every rank (reduce: in place on the root only)
+                rounds = (kw.get("comm") or WORLD).allreduce(rounds, op=MPI.MIN)
+                res = None
+                for _ in range(rounds):
+                    p.start()
+                    res = p.wait()
+                p.free()
+                return res
+        setattr(lpmpi, name, call)
+
+
 # --------------------------------------------------------------------------- main
 
 def main(argv=None):
@@ -1579,6 +1624,8 @@ def main(argv=None):
                                       "bigmsg", "determinism", "cases", "device"])
     ap.add_argument("--backend", choices=["numpy", "fakedev", "cupy"], default="numpy",
                     help="array backend of the matrices' buffers")
+    ap.add_argument("--form", choices=["blocking", "nonblocking", "persistent"], default="blocking",
+                    help="make every collective of the suite in this form")
     ap.add_argument("--stride", type=int, default=1,
                     help="run about 1/N of the cases (deterministic hash of the description)")
     ap.add_argument("--filter", default=None, help="regex over case descriptions")
@@ -1595,6 +1642,7 @@ def main(argv=None):
     BACKEND = args.backend
     if BACKEND == "fakedev" and os.environ.get("LPMPI_EMULATE_STAGING") != "1":
         ap.error("--backend fakedev needs LPMPI_EMULATE_STAGING=1 (host emulation of device memory)")
+    use_form(args.form)
     t0 = time.time()
     h = Harness(args)
     if BF16 is None and RANK == 0 and not args.list:

@@ -1,16 +1,18 @@
 /* devops_cuda.cu: the device operations (devops.h) on the CUDA runtime.
  *
  * Per device, created on first use: LP_MAX_STREAMS non-blocking streams (never the legacy
- * default stream, so the engine's copies do not serialise with other work in the process),
- * LP_MAX_EVENTS events without timing, and grow-only arenas of pinned host memory
- * (cudaHostAlloc, portable) and device memory (cudaMalloc).  A call binds the device that owns
- * its buffers (cudaPointerGetAttributes) and gives the caller's current device back after.
+ * default stream, so the engine's copies do not serialise with other work in the process) and
+ * LP_MAX_EVENTS events without timing.  Requests allocate their own pinned host memory
+ * (cudaHostAlloc, portable) and device memory (cudaMalloc).  A request learns the device that
+ * owns its buffers once (cudaPointerGetAttributes); whichever thread advances it makes that
+ * device current (enter) and gives the thread's own back after (leave).
  * Copies are cudaMemcpyAsync with cudaMemcpyDefault (unified addressing decides the direction);
  * reductions launch the kernels of kernels.cu.
  *
  * Linked with the static CUDA runtime: importing lpmpi needs no GPU and no driver; the first
  * CUDA call happens when a device array arrives (or `python -m lpmpi info` counts devices). */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,16 +35,18 @@ extern "C" void lp_cuda_launch_scale(void *buf, size_t n, lp_dtype_t dt, double 
 typedef struct {
     cudaStream_t st[LP_MAX_STREAMS];
     cudaEvent_t ev[LP_MAX_EVENTS];
-    struct { void *p; size_t bytes; } arena[2][LP_NARENAS];
 } devstate_t;
 
 static devstate_t *states[MAX_DEVICES];
-static int cur = -1;       /* device bound for the running call */
+static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
+static thread_local int cur = -1;       /* the device this thread entered */
 
 static int state(devstate_t **out) {
     if (cur < 0 || cur >= MAX_DEVICES) return CU_FAIL(LP_ERR_CUDA, "no CUDA device bound (device %d)", cur);
     if (!states[cur]) {
-        states[cur] = (devstate_t *)calloc(1, sizeof(devstate_t));
+        pthread_mutex_lock(&states_lock);
+        if (!states[cur]) states[cur] = (devstate_t *)calloc(1, sizeof(devstate_t));
+        pthread_mutex_unlock(&states_lock);
         if (!states[cur]) return CU_FAIL(LP_ERR_NOMEM, "out of memory for the CUDA state");
     }
     *out = states[cur];
@@ -69,10 +73,8 @@ static int event(int i, cudaEvent_t *out) {
     return LP_OK;
 }
 
-static int c_bind(const void *ptr, int *saved) {
-    int prev = 0, dev;
-    CU(cudaGetDevice(&prev));
-    dev = prev;
+static int c_locate(const void *ptr, int *device) {
+    int dev = -1;
     if (ptr) {
         cudaPointerAttributes at;
         memset(&at, 0, sizeof at);
@@ -80,6 +82,16 @@ static int c_bind(const void *ptr, int *saved) {
         if ((at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged) && at.device >= 0)
             dev = at.device;
     }
+    if (dev < 0) CU(cudaGetDevice(&dev));
+    if (dev >= MAX_DEVICES) return CU_FAIL(LP_ERR_CUDA, "device %d: at most %d devices", dev, MAX_DEVICES);
+    *device = dev;
+    return LP_OK;
+}
+
+static int c_enter(int dev, int *saved) {
+    int prev = 0;
+    CU(cudaGetDevice(&prev));
+    if (dev < 0) dev = prev;
     if (dev >= MAX_DEVICES) return CU_FAIL(LP_ERR_CUDA, "device %d: at most %d devices", dev, MAX_DEVICES);
     if (dev != prev) CU(cudaSetDevice(dev));
     *saved = prev;
@@ -87,9 +99,9 @@ static int c_bind(const void *ptr, int *saved) {
     return LP_OK;
 }
 
-static void c_unbind(int saved) {
+static void c_leave(int saved) {
     if (cur >= 0 && saved != cur) cudaSetDevice(saved);
-    cur = -1;
+    cur = saved;
 }
 
 static int c_copy(void *dst, const void *src, size_t bytes, int st) {
@@ -149,30 +161,20 @@ static int c_sync(int st) {
     return LP_OK;
 }
 
-static int c_arena(int kind, int slot, size_t bytes, void **out) {
-    devstate_t *s;
-    int rc = state(&s);
-    if (rc != LP_OK) return rc;
-    if (kind < 0 || kind > 1 || slot < 0 || slot >= LP_NARENAS)
-        return CU_FAIL(LP_ERR_ARG, "arena %d/%d out of range", kind, slot);
-    if (bytes > s->arena[kind][slot].bytes) {
-        void *p = NULL;
-        size_t want = (bytes + 4095) & ~(size_t)4095;
-        rc = c_sync(-1);          /* nothing queued may still use the old one */
-        if (rc != LP_OK) return rc;
-        if (s->arena[kind][slot].p) {
-            if (kind == LP_ARENA_PINNED) CU(cudaFreeHost(s->arena[kind][slot].p));
-            else CU(cudaFree(s->arena[kind][slot].p));
-            s->arena[kind][slot].p = NULL;
-            s->arena[kind][slot].bytes = 0;
-        }
-        if (kind == LP_ARENA_PINNED) CU(cudaHostAlloc(&p, want, cudaHostAllocPortable));
-        else CU(cudaMalloc(&p, want));
-        s->arena[kind][slot].p = p;
-        s->arena[kind][slot].bytes = want;
-    }
-    *out = s->arena[kind][slot].p;
+static int c_alloc(int kind, size_t bytes, void **out) {
+    void *p = NULL;
+    size_t want = (bytes + 4095) & ~(size_t)4095;
+    if (kind == LP_ALLOC_PINNED) CU(cudaHostAlloc(&p, want, cudaHostAllocPortable));
+    else CU(cudaMalloc(&p, want));
+    *out = p;
     return LP_OK;
+}
+
+/* errors ignored: nothing to do about them, and the memory is gone either way */
+static void c_free(int kind, void *p) {
+    if (kind == LP_ALLOC_PINNED) cudaFreeHost(p);
+    else cudaFree(p);
+    cudaGetLastError();
 }
 
 /* at MPI_Finalize; errors ignored (the runtime may already be shutting down) */
@@ -187,10 +189,6 @@ static void c_release(void) {
                 if (s->st[i]) { cudaStreamSynchronize(s->st[i]); cudaStreamDestroy(s->st[i]); }
             for (int i = 0; i < LP_MAX_EVENTS; i++)
                 if (s->ev[i]) cudaEventDestroy(s->ev[i]);
-            for (int i = 0; i < LP_NARENAS; i++) {
-                if (s->arena[LP_ARENA_PINNED][i].p) cudaFreeHost(s->arena[LP_ARENA_PINNED][i].p);
-                if (s->arena[LP_ARENA_DEVICE][i].p) cudaFree(s->arena[LP_ARENA_DEVICE][i].p);
-            }
         }
         free(s);
         states[d] = NULL;
@@ -202,8 +200,8 @@ static void c_release(void) {
 extern "C" {
 
 const lp_devops_t lp_devops_cuda = {
-    "cuda", c_bind, c_unbind, c_copy, c_copy, c_copy, c_reduce, c_scale,
-    c_record, c_query, c_sync, c_arena, c_release,
+    "cuda", c_locate, c_enter, c_leave, c_copy, c_copy, c_copy, c_reduce, c_scale,
+    c_record, c_query, c_sync, c_alloc, c_free, c_release,
 };
 
 int lp_cuda_device_count(int *n) {

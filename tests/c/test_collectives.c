@@ -1,7 +1,8 @@
 /* C unit test of every registered algorithm under mpiexec (run by ctest at P = 1..5), on
  * host memory, then under the host emulation of device memory (devops.h): the staged
  * transport (LP's staged pipeline, whole-buffer staging for the others) and the CUDA-aware
- * routing of the algorithms' local work.
+ * routing of the algorithms' local work; each case in its three forms: blocking, nonblocking
+ * (lp_request + lp_wait) and persistent (lp_request, then lp_start + lp_wait twice).
  * Each rank builds every rank's input deterministically, so it can compute the exact
  * expected result locally.  Prints one line per failure and "N passed, M failed" on rank 0. */
 #include <stdio.h>
@@ -11,6 +12,33 @@
 
 static int rank, size;
 static const char *mode_name = "host";
+static int form;                        /* 0 blocking, 1 nonblocking, 2 persistent */
+static void fill(void *buf, lp_dtype_t dt, size_t n, int r);
+static const char *const form_names[] = {"blocking", "nonblocking", "persistent"};
+
+/* one collective call in the current form (persistent: started twice, the input refilled by
+ * `refill` before each start) */
+static int call(lp_coll_t coll, void *s, void *r, size_t n, lp_dtype_t dt, lp_op_t op, int root, int alg,
+                size_t chunk, void (*refill)(void *, lp_dtype_t, size_t, int), int who) {
+    if (form == 0) {
+        if (coll == LP_ALLREDUCE) return lp_allreduce(MPI_COMM_WORLD, s, r, n, dt, op, alg, chunk, LP_MEM_HOST);
+        if (coll == LP_REDUCE) return lp_reduce(MPI_COMM_WORLD, s, r, n, dt, op, root, alg, chunk, LP_MEM_HOST);
+        return lp_bcast(MPI_COMM_WORLD, s, n, dt, root, alg, chunk, LP_MEM_HOST);
+    }
+    lp_req_t *q = NULL;
+    int rc = lp_request(&q, form == 1 ? LP_REQ_NONBLOCKING : LP_REQ_PERSISTENT, coll, MPI_COMM_WORLD, s,
+                        coll == LP_BCAST ? s : r, n, dt, op, root, alg, chunk, LP_MEM_HOST);
+    if (rc) return rc;
+    for (int round = 0; round < (form == 2 ? 2 : 1) && rc == 0; round++) {
+        if (form == 2) {
+            refill(s, dt, n, who);
+            rc = lp_start(q);
+        }
+        if (rc == 0) rc = lp_wait(q);
+    }
+    if (rc == 0) rc = lp_req_free(q);
+    return rc;
+}
 static long passed, failed;
 
 /* input of rank r, element i: small integers, exact in every type used here */
@@ -41,12 +69,18 @@ static void expect(void *out, lp_dtype_t dt, lp_op_t op, size_t n) {
     free(tmp);
 }
 
+/* bcast's input: the root's data on the root, zeros elsewhere */
+static void bcast_fill(void *buf, lp_dtype_t dt, size_t n, int root) {
+    if (rank == root) fill(buf, dt, n, root);
+    else memset(buf, 0, n * lp_dtype_size(dt));
+}
+
 static void report(int ok, const char *what, const char *alg, lp_dtype_t dt, lp_op_t op, size_t n,
                    size_t chunk, int root, int inplace, const char *why) {
     if (ok) { passed++; return; }
     failed++;
-    printf("FAIL rank=%d mode=%s %s alg=%s dtype=%s op=%s count=%zu chunk=%zu root=%d inplace=%d: %s\n", rank,
-           mode_name, what, alg, lp_dtype_name(dt), lp_op_name(op), n, chunk, root, inplace, why);
+    printf("FAIL rank=%d mode=%s form=%s %s alg=%s dtype=%s op=%s count=%zu chunk=%zu root=%d inplace=%d: %s\n", rank,
+           mode_name, form_names[form], what, alg, lp_dtype_name(dt), lp_op_name(op), n, chunk, root, inplace, why);
 }
 
 int main(int argc, char **argv) {
@@ -59,7 +93,9 @@ int main(int argc, char **argv) {
         {LP_INT32, LP_SUM}, {LP_FLOAT64, LP_SUM}, {LP_UINT8, LP_BXOR}, {LP_FLOAT32, LP_MAX},
         {LP_FLOAT64, LP_AVG}};
     static const char *const modes[] = {"host", "emulated-staged", "emulated-aware"};
+    for (form = 0; form < 3; form++)
     for (int mode = 0; mode < 3; mode++) {
+    if (form > 0 && mode == 2) continue;
     mode_name = modes[mode];
     lp_configure_device(mode > 0, mode == 2, 0);
     for (int alg = 0; alg < lp_algo_count(); alg++) {
@@ -83,18 +119,15 @@ int main(int argc, char **argv) {
                             memset(out, 0x5a, n * es);
                             if (coll == LP_BCAST) {
                                 if (rank != root) memset(in, 0, n * es);
-                                rc = lp_bcast(MPI_COMM_WORLD, in, n, dt, root, alg, chunk, LP_MEM_HOST);
+                                rc = call(LP_BCAST, in, in, n, dt, op, root, alg, chunk, bcast_fill, root);
                                 fill(ref, dt, n, root);
                                 report(rc == 0 && memcmp(in, ref, n * es) == 0, "bcast", name, dt, op, n,
                                        chunk, root, 0, rc ? lp_errmsg() : "wrong result");
                                 break;
                             }
                             void *s = in, *r = inplace ? in : out;
-                            if (coll == LP_ALLREDUCE)
-                                rc = lp_allreduce(MPI_COMM_WORLD, s, r, n, dt, op, alg, chunk, LP_MEM_HOST);
-                            else
-                                rc = lp_reduce(MPI_COMM_WORLD, s, rank == root ? r : NULL, n, dt, op, root,
-                                               alg, chunk, LP_MEM_HOST);
+                            rc = call(coll, s, coll == LP_ALLREDUCE || rank == root ? r : NULL, n, dt, op,
+                                      root, alg, chunk, fill, rank);
                             expect(ref, dt, op, n);
                             int ok = rc == 0;
                             if (coll == LP_ALLREDUCE || rank == root) ok = ok && memcmp(r, ref, n * es) == 0;

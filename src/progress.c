@@ -1,0 +1,740 @@
+/* progress.c: the one progress engine.  It runs the schedule of every request (schedule.h),
+ * blocking, nonblocking and persistent alike, and is the only place where lpmpi observes a
+ * completion: of MPI requests (MPI_Waitsome / MPI_Testsome, in observe) and of device work
+ * (event queries, in retire).
+ *
+ * Advancing a request: for each lane of its running phase, retire the steps that completed
+ * (in order), then issue the next steps whose window has room and whose dependencies are met;
+ * local steps (REDUCE, COPY, SCALE) run at once.  Repeat while anything moved; when every lane
+ * is done, build the next phase.  Then observe: wait for (or, while device work is in flight
+ * or a progress thread runs, test) any of the outstanding MPI requests, and advance again.
+ *
+ * Many requests: nonblocking and persistent requests, once started, are on the active list.
+ * Any wait, test or blocking call advances every active request and observes all of them at
+ * once (one MPI_Waitsome over all their requests), so requests complete in any order and a
+ * rank that waits for one keeps the others moving for its peers.  A blocking call's own
+ * request is private (not on the list): with nothing else active it runs alone, exactly as a
+ * blocking collective should, with no lock taken.
+ *
+ * Threads: the active list and every request on it are guarded by one mutex, the engine lock.
+ * A thread that waits inside MPI (MPI_Waitsome) releases the lock and "owns" the requests it
+ * waits on; other threads (callers of test or wait, the progress thread) skip owned requests
+ * and wait for their release (a condition variable) when everything they need is owned.  So
+ * no thread ever holds the lock while it blocks, and a request is observed by one thread at a
+ * time.  The optional progress thread (lp_progress_thread) loops: advance, test, advance,
+ * yielding the processor when nothing moved and sleeping when nothing is active. */
+#include "engine.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static pthread_mutex_t E = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t Ec = PTHREAD_COND_INITIALIZER;   /* released, completed, started, stop */
+static lp_req_t *active;          /* started nonblocking and persistent requests, not complete */
+static atomic_long nactive;
+static atomic_ulong gen;          /* bumped when the active set or its ownership changes */
+static lp_req_t *live;            /* every request not yet freed (MPI_Finalize) */
+static atomic_long fault_after;   /* tests: the n-th next point-to-point call fails */
+
+/* the progress thread */
+static pthread_t pt;
+static atomic_int pt_running;
+static int pt_stop;
+
+void lp_engine_lock(void) { pthread_mutex_lock(&E); }
+void lp_engine_unlock(void) { pthread_mutex_unlock(&E); }
+long lp_outstanding(void) { return atomic_load(&nactive); }
+int lp_progress_thread_running(void) { return atomic_load(&pt_running); }
+void lp_test_fault(long after) { atomic_store(&fault_after, after); }
+
+void lp_engine_live(lp_req_t *r, int add) {
+    if (add) {
+        r->lprev = NULL;
+        r->lnext = live;
+        if (live) live->lprev = r;
+        live = r;
+    } else {
+        if (r->lprev) r->lprev->lnext = r->lnext;
+        else if (live == r) live = r->lnext;
+        if (r->lnext) r->lnext->lprev = r->lprev;
+        r->lprev = r->lnext = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------------- one step */
+static inline char *at(const lp_region_t *g, size_t k) {
+    return g->base + (g->slots ? k % g->slots : k) * g->stride;
+}
+static inline size_t step_len(const lp_lane_t *l, size_t k) {
+    size_t off = k * l->cb;
+    return l->bytes - off < l->cb ? l->bytes - off : l->cb;
+}
+static inline int is_async(const lp_lane_t *l) { return l->kind >= LP_STEP_NATIVE || l->kind <= LP_STEP_RECV; }
+static inline int uses_mpi(const lp_lane_t *l) { return l->kind <= LP_STEP_RECV || l->kind == LP_STEP_NATIVE; }
+
+static int injected(void) {
+    long n = atomic_load_explicit(&fault_after, memory_order_relaxed);
+    if (n <= 0) return 0;
+    return atomic_fetch_sub(&fault_after, 1) == 1;
+}
+
+/* device work of the AWARE transport's local steps: on stream 0, waited for (MPI reads next) */
+static int dev_now(const lp_devops_t *d, int rc) {
+    return rc != LP_OK ? rc : d->sync(0);
+}
+
+static int local_step(const lp_lane_t *l, size_t k) {
+    const lp_args_t *a = l->a;
+    const lp_devops_t *d = a->dev;
+    size_t len = step_len(l, k), n = len / a->esize;
+    char *o = at(&l->r[0], k);
+    if (!len) return LP_OK;
+    switch (l->kind) {
+    case LP_STEP_REDUCE: {
+        const char *x = at(&l->r[1], k), *y = at(&l->r[2], k);
+        if (d) return dev_now(d, d->reduce(o, x, y, n, a->dt, l->rop, 0));
+        l->fn(o, x, y, n);
+        return LP_OK;
+    }
+    case LP_STEP_COPY: {
+        const char *x = at(&l->r[1], k);
+        if (o == x) return LP_OK;
+        if (d) return dev_now(d, d->d2d(o, x, len, 0));
+        memcpy(o, x, len);
+        return LP_OK;
+    }
+    default:   /* SCALE */
+        if (d) return dev_now(d, d->scale(o, n, a->dt, (double)a->size, 0));
+        lp_scale(o, n, a->dt, (double)a->size);
+        return LP_OK;
+    }
+}
+
+/* a DEV step: its device operations on the lane's stream, then its event */
+static int dev_step(const lp_lane_t *l, size_t k) {
+    int rc = LP_OK;
+    const lp_args_t *a = l->a;
+    const lp_devops_t *d = a->dev;
+    size_t len = step_len(l, k), n = len / a->esize;
+    for (int i = 0; i < l->ndops; i++) {
+        const lp_dop_t *o = &l->dop[i];
+        char *dst = at(&l->r[o->dst], k);
+        const char *x = at(&l->r[o->x], k), *y = at(&l->r[o->y], k);
+        switch (o->kind) {
+        case LP_DOP_D2H: LP_TRY(d->d2h(dst, x, len, l->stream)); break;
+        case LP_DOP_H2D: LP_TRY(d->h2d(dst, x, len, l->stream)); break;
+        case LP_DOP_D2D: LP_TRY(d->d2d(dst, x, len, l->stream)); break;
+        case LP_DOP_REDUCE: LP_TRY(d->reduce(dst, x, y, n, a->dt, l->rop, l->stream)); break;
+        default: LP_TRY(d->scale(dst, n, a->dt, (double)a->size, l->stream)); break;
+        }
+    }
+    LP_TRY(d->record(l->ev0 + (int)(k % l->W), l->stream));
+cleanup:
+    return rc;
+}
+
+static inline void lane_step_done(lp_req_t *r, lp_lane_t *l) {
+    if (++l->done == l->n) r->lanes_left--;
+}
+
+/* may step k of l start?  (its dependencies have completed) */
+static inline int deps_met(const lp_req_t *r, const lp_lane_t *l, size_t k) {
+    for (int i = 0; i < l->ndeps; i++) {
+        const lp_lane_t *m = &r->lane[l->dep[i].lane];
+        long need = (long)k + l->dep[i].lag + 1;
+        if (need <= 0) continue;
+        if ((size_t)need > m->n) need = (long)m->n;
+        if (m->done < (size_t)need) return 0;
+    }
+    return 1;
+}
+
+/* issue the steps of l that may start */
+static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
+    int rc = LP_OK;
+    const lp_args_t *a = l->a;
+    while (l->issued < l->n) {
+        size_t k = l->issued;
+        int async = is_async(l), now = 0;
+        if (async && k - l->done >= l->W) break;
+        if (!deps_met(r, l, k)) break;
+        MPI_Request *q = &r->reqs[l->req0 + k % l->W];
+        switch (l->kind) {
+        case LP_STEP_SEND:
+            if (injected()) { rc = LP_FAIL(LP_ERR_MPI, "MPI_Isend failed: injected fault (tests)"); goto cleanup; }
+            LP_MPI(MPI_Isend(at(&l->r[0], k), (int)step_len(l, k), MPI_BYTE, l->peer, l->tag, a->comm, q));
+            break;
+        case LP_STEP_RECV:
+            if (injected()) { rc = LP_FAIL(LP_ERR_MPI, "MPI_Irecv failed: injected fault (tests)"); goto cleanup; }
+            LP_MPI(MPI_Irecv(at(&l->r[0], k), (int)step_len(l, k), MPI_BYTE, l->peer, l->tag, a->comm, q));
+            break;
+        case LP_STEP_NATIVE:
+            LP_TRY(lp_native_issue(l, k, q, r->preq ? &r->preq[k] : NULL, &now));
+            break;
+        case LP_STEP_DEV:
+            LP_TRY(dev_step(l, k));
+            r->dev_inflight++;
+            break;
+        default:
+            LP_TRY(local_step(l, k));
+            now = 1;
+            break;
+        }
+        l->issued++;
+        *moved = 1;
+        if (now) lane_step_done(r, l);
+    }
+cleanup:
+    return rc;
+}
+
+/* retire the completed steps of l, in order */
+static int retire(lp_req_t *r, lp_lane_t *l, int *moved) {
+    int rc = LP_OK;
+    if (uses_mpi(l)) {
+        while (l->done < l->issued) {
+            size_t s = l->req0 + l->done % l->W;
+            if (!r->fin[s]) break;
+            r->fin[s] = 0;
+            lane_step_done(r, l);
+            *moved = 1;
+        }
+    } else if (l->kind == LP_STEP_DEV) {
+        while (l->done < l->issued) {
+            int ok = 0;
+            LP_TRY(l->a->dev->query(l->ev0 + (int)(l->done % l->W), &ok));
+            if (!ok) break;
+            r->dev_inflight--;
+            lane_step_done(r, l);
+            *moved = 1;
+        }
+    }
+cleanup:
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------- phases */
+/* build phase r->phase (skipping empty ones); past the last: the request is done */
+static int phase_begin(lp_req_t *r) {
+    int rc = LP_OK;
+    while (r->phase < r->nphases) {
+        size_t nreq = 0;
+        int nev = 0;
+        r->nlanes = 0;
+        r->build_rc = LP_OK;
+        LP_TRY(r->sched->phase(r, &r->a, r->phase));
+        LP_TRY(r->build_rc);
+        r->lanes_left = 0;
+        for (int i = 0; i < r->nlanes; i++) {
+            lp_lane_t *l = &r->lane[i];
+            if (l->W > l->n) l->W = l->n;
+            if (l->W == 0) l->W = 1;
+            if (uses_mpi(l)) {
+                l->req0 = nreq;
+                nreq += l->W;
+            } else if (l->kind == LP_STEP_DEV) {
+                l->ev0 = r->ev_first + nev;
+                nev += (int)l->W;
+            }
+            if (l->n) r->lanes_left++;
+        }
+        if (nev > r->nev) {
+            rc = LP_FAIL(LP_ERR_INTERNAL, "a schedule phase needs %d device events, %d were "
+                         "reserved (a bug of lpmpi: please report it)", nev, r->nev);
+            goto cleanup;
+        }
+        LP_TRY(lp_req_slots(r, nreq));
+        for (size_t i = 0; i < nreq; i++) {
+            r->reqs[i] = MPI_REQUEST_NULL;
+            r->fin[i] = 0;
+        }
+        r->nreq = nreq;
+        if (r->lanes_left) return LP_OK;
+        r->phase++;
+    }
+    r->nlanes = 0;
+    r->nreq = 0;
+    r->state = LP_REQ_DONE;
+cleanup:
+    return rc;
+}
+
+/* advance r as far as it goes without waiting */
+static int advance(lp_req_t *r) {
+    int rc = LP_OK, saved = 0, entered = 0;
+    const lp_devops_t *d = r->a.dev;
+    if (d && r->devid >= 0) {
+        LP_TRY(d->enter(r->devid, &saved));
+        entered = 1;
+    }
+    while (r->state == LP_REQ_ACTIVE) {
+        int moved = 0;
+        for (int i = 0; i < r->nlanes; i++) {
+            lp_lane_t *l = &r->lane[i];
+            if (l->done == l->n) continue;
+            LP_TRY(retire(r, l, &moved));
+            LP_TRY(issue(r, l, &moved));
+        }
+        if (r->lanes_left == 0) {
+            r->phase++;
+            LP_TRY(phase_begin(r));
+            continue;
+        }
+        if (!moved) break;
+    }
+cleanup:
+    if (entered) d->leave(saved);
+    return rc;
+}
+
+/* r failed with rc (its message is this thread's lp_errmsg): keep the message for whoever
+ * waits for it, take back what it still has in flight, and end it.  Point-to-point transfers
+ * are cancelled; MPI forbids cancelling collectives (NATIVE), which are left to finish.  Its
+ * memory is never reused (a transfer may still land in it). */
+static void fail(lp_req_t *r, int rc) {
+    snprintf(r->err, sizeof r->err, "%s", lp_errmsg());
+    snprintf(r->where, sizeof r->where, "%s", lp_errwhere());
+    r->rc = rc;
+    for (int i = 0; i < r->nlanes; i++) {
+        lp_lane_t *l = &r->lane[i];
+        if (!uses_mpi(l)) continue;
+        for (size_t k = l->done; k < l->issued; k++) {
+            MPI_Request *q = &r->reqs[l->req0 + k % l->W];
+            if (*q == MPI_REQUEST_NULL || r->fin[l->req0 + k % l->W]) continue;
+            r->poisoned = 1;
+            if (l->kind == LP_STEP_NATIVE) continue;
+            MPI_Cancel(q);
+            MPI_Request_free(q);
+        }
+    }
+    if (r->a.dev && r->dev_inflight) {
+        int saved = 0;
+        if (r->a.dev->enter(r->devid, &saved) == LP_OK) {
+            r->a.dev->sync(-1);
+            r->a.dev->leave(saved);
+        }
+    }
+    r->dev_inflight = 0;
+    r->nlanes = 0;
+    r->nreq = 0;
+    r->state = LP_REQ_DONE;
+}
+
+static void advance_or_fail(lp_req_t *r) {
+    if (r->state != LP_REQ_ACTIVE) return;
+    int rc = advance(r);
+    if (rc != LP_OK) fail(r, rc);
+}
+
+/* ------------------------------------------------------------------------------- observing */
+/* the requests one thread observes at once, and the arrays of a gathered MPI_Waitsome */
+typedef struct {
+    lp_req_t **set;
+    size_t nset, setcap;
+    MPI_Request *q;
+    int *idx, *slot;
+    MPI_Status *st;
+    lp_req_t **own;
+    size_t cap;
+} gather_t;
+static _Thread_local gather_t G;
+
+static int gather_room(size_t n) {
+    if (n <= G.cap) return LP_OK;
+    size_t c = n < 64 ? 64 : 2 * n;
+    void *q = realloc(G.q, c * sizeof *G.q), *ix = NULL, *sl = NULL, *st = NULL, *ow = NULL;
+    if (q) G.q = q;
+    if ((ix = realloc(G.idx, c * sizeof *G.idx))) G.idx = ix;
+    if ((sl = realloc(G.slot, c * sizeof *G.slot))) G.slot = sl;
+    if ((st = realloc(G.st, c * sizeof *G.st))) G.st = st;
+    if ((ow = realloc(G.own, c * sizeof *G.own))) G.own = ow;
+    if (!q || !ix || !sl || !st || !ow) return LP_FAIL(LP_ERR_NOMEM, "out of memory for %zu requests", c);
+    G.cap = c;
+    return LP_OK;
+}
+
+static int set_push(lp_req_t *r) {
+    if (G.nset == G.setcap) {
+        size_t c = G.setcap ? 2 * G.setcap : 16;
+        lp_req_t **s = realloc(G.set, c * sizeof *s);
+        if (!s) return LP_FAIL(LP_ERR_NOMEM, "out of memory for the requests being observed");
+        G.set = s;
+        G.setcap = c;
+    }
+    G.set[G.nset++] = r;
+    return LP_OK;
+}
+
+/* one request's completions.  block: wait for at least one (unless device work is in flight,
+ * whose completion no MPI call reports: then test and yield) */
+static int observe_one(lp_req_t *r, int block) {
+    int rc = LP_OK, cnt = 0;
+    block = block && !r->dev_inflight;
+    if (r->nreq) {
+        if (block) LP_MPI(MPI_Waitsome((int)r->nreq, r->reqs, &cnt, r->idx, MPI_STATUSES_IGNORE));
+        else LP_MPI(MPI_Testsome((int)r->nreq, r->reqs, &cnt, r->idx, MPI_STATUSES_IGNORE));
+    } else {
+        cnt = MPI_UNDEFINED;
+    }
+    if (cnt == MPI_UNDEFINED) {
+        if (block) {
+            rc = LP_FAIL(LP_ERR_INTERNAL, "%s pipeline stalled (a bug of lpmpi: please report it)",
+                         lp_algo_name(r->alg));
+            goto cleanup;
+        }
+        cnt = 0;
+    }
+    for (int i = 0; i < cnt; i++) r->fin[r->idx[i]] = 1;
+    if (!cnt && r->dev_inflight) sched_yield();
+cleanup:
+    return rc;
+}
+
+/* the completions of every request of G.set (owned by this thread, engine lock released) */
+static void observe_set(int block) {
+    int rc = LP_OK, cnt = 0, dev = 0;
+    size_t m = 0;
+    if (G.nset == 1) {
+        lp_req_t *r = G.set[0];
+        if (r->state == LP_REQ_ACTIVE && (rc = observe_one(r, block)) != LP_OK) fail(r, rc);
+        return;
+    }
+    for (size_t j = 0; j < G.nset; j++) {
+        lp_req_t *r = G.set[j];
+        if (r->state != LP_REQ_ACTIVE) continue;
+        dev = dev || r->dev_inflight;
+        if (gather_room(m + r->nreq) != LP_OK) { fail(r, LP_ERR_NOMEM); continue; }
+        for (size_t i = 0; i < r->nreq; i++) {
+            if (r->reqs[i] == MPI_REQUEST_NULL || r->fin[i]) continue;
+            G.q[m] = r->reqs[i];
+            G.own[m] = r;
+            G.slot[m] = (int)i;
+            m++;
+        }
+    }
+    if (m == 0) {
+        if (dev) sched_yield();
+        else if (block) {          /* active requests with nothing in flight cannot move */
+            rc = LP_FAIL(LP_ERR_INTERNAL, "pipeline stalled (a bug of lpmpi: please report it)");
+            for (size_t j = 0; j < G.nset; j++)
+                if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
+        }
+        return;
+    }
+    int mrc = block && !dev ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
+                            : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
+    if (mrc != MPI_SUCCESS && mrc != MPI_ERR_IN_STATUS) {   /* nobody to blame: all of them */
+        rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Waitsome");
+        for (size_t j = 0; j < G.nset; j++)
+            if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
+        return;
+    }
+    if (cnt == MPI_UNDEFINED) cnt = 0;
+    for (int j = 0; j < cnt; j++) {
+        int i = G.idx[j];
+        lp_req_t *r = G.own[i];
+        if (mrc == MPI_ERR_IN_STATUS && G.st[j].MPI_ERROR != MPI_SUCCESS) {
+            if (r->state == LP_REQ_ACTIVE)
+                fail(r, lp_mpi_fail(G.st[j].MPI_ERROR, __FILE__, __LINE__, "MPI_Waitsome"));
+            continue;
+        }
+        r->reqs[G.slot[i]] = G.q[i];
+        r->fin[G.slot[i]] = 1;
+    }
+    if (!cnt && dev) sched_yield();
+}
+
+/* ------------------------------------------------------------------------------- the lists */
+static void unlink_active(lp_req_t *r) {
+    if (r->prev) r->prev->next = r->next;
+    else if (active == r) active = r->next;
+    if (r->next) r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    atomic_fetch_sub(&nactive, 1);
+    atomic_fetch_add(&gen, 1);
+}
+
+/* (locked) advance every active request no thread owns; retire the completed ones */
+static void advance_all(void) {
+    int any = 0;
+    for (lp_req_t *r = active, *nx; r; r = nx) {
+        nx = r->next;
+        if (r->owned) continue;
+        advance_or_fail(r);
+        if (r->state != LP_REQ_ACTIVE) {
+            unlink_active(r);
+            any = 1;
+        }
+    }
+    if (any) pthread_cond_broadcast(&Ec);
+}
+
+/* (locked) G.set = `first` (a private request, or NULL) and every active request no thread
+ * owns, now owned by this one */
+static int own_all(lp_req_t *first) {
+    int rc = LP_OK;
+    G.nset = 0;
+    if (first) LP_TRY(set_push(first));
+    for (lp_req_t *r = active; r; r = r->next) {
+        if (r->owned) continue;
+        LP_TRY(set_push(r));
+        r->owned = 1;
+    }
+cleanup:
+    if (rc != LP_OK) {
+        for (size_t j = 0; j < G.nset; j++)
+            if (G.set[j] != first) G.set[j]->owned = 0;
+        G.nset = 0;
+    }
+    return rc;
+}
+
+/* (locked) give G.set back, retiring the completed requests */
+static void release_all(lp_req_t *private_req) {
+    for (size_t j = 0; j < G.nset; j++) {
+        lp_req_t *r = G.set[j];
+        if (r == private_req) continue;
+        r->owned = 0;
+        if (r->state != LP_REQ_ACTIVE) unlink_active(r);
+    }
+    G.nset = 0;
+    atomic_fetch_add(&gen, 1);
+    pthread_cond_broadcast(&Ec);
+}
+
+static size_t count_done(void) {
+    size_t n = 0;
+    for (size_t j = 0; j < G.nset; j++) n += G.set[j]->state != LP_REQ_ACTIVE;
+    return n;
+}
+
+/* Wait until r completes.  r is either private (a blocking call's request: not on the active
+ * list) or started on the list.  Every active request no other thread observes is advanced
+ * meanwhile, and observed with r in one MPI_Waitsome; a request another thread observes is
+ * waited for until that thread gives it back (it never blocks on requests of its own that
+ * could keep it from returning: it blocks only in sets that hold r). */
+static void wait_for(lp_req_t *r, int private_req) {
+    for (;;) {
+        if (private_req) {
+            advance_or_fail(r);
+            if (r->state != LP_REQ_ACTIVE) return;
+            if (atomic_load(&nactive) == 0) {   /* alone: no lock, exactly a blocking call */
+                int rc = observe_one(r, 1);
+                if (rc != LP_OK) fail(r, rc);
+                continue;
+            }
+        }
+        pthread_mutex_lock(&E);
+        advance_all();
+        if (!private_req && r->state != LP_REQ_ACTIVE) {
+            pthread_mutex_unlock(&E);
+            return;
+        }
+        if (!private_req && r->owned) {   /* another thread observes r: wait for its release */
+            pthread_cond_wait(&Ec, &E);
+            pthread_mutex_unlock(&E);
+            continue;
+        }
+        if (own_all(private_req ? r : NULL) != LP_OK) {   /* out of memory for the set */
+            pthread_mutex_unlock(&E);
+            sched_yield();
+            continue;
+        }
+        unsigned long g0 = atomic_load(&gen);
+        int poll = atomic_load(&pt_running);
+        pthread_mutex_unlock(&E);
+        size_t done0 = count_done();
+        do {
+            observe_set(!poll);
+            for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
+        } while (r->state == LP_REQ_ACTIVE && !poll && count_done() == done0 &&
+                 atomic_load(&gen) == g0);
+        pthread_mutex_lock(&E);
+        release_all(private_req ? r : NULL);
+        pthread_mutex_unlock(&E);
+        if (r->state != LP_REQ_ACTIVE) return;
+        if (poll) sched_yield();
+    }
+}
+
+/* ------------------------------------------------------------------------------- requests */
+static int report(const lp_req_t *r) {
+    if (r->rc == LP_OK) return LP_OK;
+    return lp_set_error(r->rc, r->err, r->where);
+}
+
+static int begin(lp_req_t *r) {
+    r->phase = 0;
+    r->rc = LP_OK;
+    r->err[0] = 0;
+    r->dev_inflight = 0;
+    r->state = LP_REQ_ACTIVE;
+    return phase_begin(r);
+}
+
+int lp_engine_run(lp_req_t *r) {
+    int rc = begin(r);
+    if (rc != LP_OK) {
+        fail(r, rc);
+        return report(r);
+    }
+    wait_for(r, 1);
+    return report(r);
+}
+
+int lp_engine_start(lp_req_t *r) {
+    int rc;
+    pthread_mutex_lock(&E);
+    rc = begin(r);
+    if (rc != LP_OK) fail(r, rc);
+    if (r->state == LP_REQ_ACTIVE) {
+        r->owned = 0;
+        r->prev = NULL;
+        r->next = active;
+        if (active) active->prev = r;
+        active = r;
+        atomic_fetch_add(&nactive, 1);
+        atomic_fetch_add(&gen, 1);
+        advance_or_fail(r);            /* post its first steps now */
+        if (r->state != LP_REQ_ACTIVE) unlink_active(r);
+    }
+    pthread_cond_broadcast(&Ec);
+    pthread_mutex_unlock(&E);
+    return LP_OK;                      /* a failure is the request's, reported by test/wait */
+}
+
+int lp_engine_wait(lp_req_t *r) {
+    if (r->state == LP_REQ_ACTIVE) wait_for(r, 0);
+    return report(r);
+}
+
+int lp_engine_test(lp_req_t *r, int *done) {
+    pthread_mutex_lock(&E);
+    if (r->state == LP_REQ_ACTIVE) {
+        advance_all();
+        if (r->state == LP_REQ_ACTIVE && own_all(NULL) == LP_OK && G.nset) {
+            pthread_mutex_unlock(&E);
+            observe_set(0);
+            for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
+            pthread_mutex_lock(&E);
+            release_all(NULL);
+        }
+    }
+    *done = r->state != LP_REQ_ACTIVE;
+    pthread_mutex_unlock(&E);
+    return *done ? report(r) : LP_OK;
+}
+
+int lp_progress(void) {
+    pthread_mutex_lock(&E);
+    advance_all();
+    if (own_all(NULL) == LP_OK && G.nset) {
+        pthread_mutex_unlock(&E);
+        observe_set(0);
+        for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
+        pthread_mutex_lock(&E);
+        release_all(NULL);
+    }
+    pthread_mutex_unlock(&E);
+    return LP_OK;
+}
+
+/* (locked) the active request of ctx holding tag slot `slot`, if any */
+static lp_req_t *find_active(lp_ctx_t *ctx, unsigned long slot, int any_slot) {
+    for (lp_req_t *r = active; r; r = r->next)
+        if ((!ctx || r->ctx == ctx) && (any_slot || (unsigned long)r->a.tag0 / LP_TAGS_PER_REQ == slot))
+            return r;
+    return NULL;
+}
+
+int lp_engine_slot_wait(lp_ctx_t *ctx, unsigned long slot) {
+    for (;;) {
+        pthread_mutex_lock(&E);
+        lp_req_t *r = find_active(ctx, slot, 0);
+        pthread_mutex_unlock(&E);
+        if (!r) return LP_OK;
+        wait_for(r, 0);
+    }
+}
+
+int lp_engine_drain(lp_ctx_t *ctx) {
+    for (;;) {
+        pthread_mutex_lock(&E);
+        lp_req_t *r = find_active(ctx, 0, 1);
+        pthread_mutex_unlock(&E);
+        if (!r) return LP_OK;
+        wait_for(r, 0);
+    }
+}
+
+/* ------------------------------------------------------------------------------- the thread */
+static void *progress_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&E);
+    while (!pt_stop) {
+        advance_all();
+        if (own_all(NULL) != LP_OK || G.nset == 0) {
+            pthread_cond_wait(&Ec, &E);
+            continue;
+        }
+        pthread_mutex_unlock(&E);
+        size_t done0 = count_done();
+        observe_set(0);
+        for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
+        int idle = count_done() == done0;
+        pthread_mutex_lock(&E);
+        release_all(NULL);
+        if (idle) {
+            pthread_mutex_unlock(&E);
+            sched_yield();
+            pthread_mutex_lock(&E);
+        }
+    }
+    pthread_mutex_unlock(&E);
+    return NULL;
+}
+
+int lp_progress_thread(int on) {
+    int rc = LP_OK, provided = MPI_THREAD_SINGLE, err;
+    if (!on) {
+        if (!atomic_load(&pt_running)) return LP_OK;
+        pthread_mutex_lock(&E);
+        pt_stop = 1;
+        pthread_cond_broadcast(&Ec);
+        pthread_mutex_unlock(&E);
+        pthread_join(pt, NULL);
+        atomic_store(&pt_running, 0);
+        return LP_OK;
+    }
+    if (atomic_load(&pt_running)) return LP_OK;
+    LP_MPI(MPI_Query_thread(&provided));
+    if (provided != MPI_THREAD_MULTIPLE) {
+        const char *lvl = provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE"
+                          : provided == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED"
+                                                            : "MPI_THREAD_SERIALIZED";
+        return LP_FAIL(LP_ERR_UNSUPPORTED, "the progress thread calls MPI while the program does: it "
+                       "needs MPI_THREAD_MULTIPLE, and MPI was initialized with %s (with mpi4py, "
+                       "set mpi4py.rc.thread_level = 'multiple' before importing mpi4py.MPI; that "
+                       "is mpi4py's default)", lvl);
+    }
+    pt_stop = 0;
+    if ((err = pthread_create(&pt, NULL, progress_main, NULL)) != 0)
+        return LP_FAIL(LP_ERR_UNSUPPORTED, "cannot start the progress thread (pthread_create: %s)",
+                       strerror(err));
+    atomic_store(&pt_running, 1);
+cleanup:
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------- finalize */
+void lp_engine_finalize(void) {
+    lp_progress_thread(0);
+    lp_engine_drain(NULL);
+}
+
+void lp_req_finalize(void) {
+    pthread_mutex_lock(&E);
+    for (lp_req_t *r = live; r; r = r->lnext) lp_req_finalize_one(r);
+    pthread_mutex_unlock(&E);
+}

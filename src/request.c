@@ -1,0 +1,405 @@
+/* request.c: the engine's entry points.  Every call, blocking, nonblocking or persistent,
+ * becomes a request:
+ *
+ *   1. validate what the bindings cannot get wrong but C callers can (dtype, op, memory),
+ *   2. route device memory (device.c: real CUDA, emulation, or host),
+ *   3. prepare the communicator's context (context.c: private duplicate, table agreement),
+ *   4. decide algorithm, chunk and staging (select.c: lp_decide, the one decision),
+ *   5. with LPMPI_CHECK, check that every rank agrees (check.c),
+ *   6. take a request (the context's blocking one, a pooled nonblocking one, a new persistent
+ *      one), pick its schedule (registry.c: the algorithm's, its staged pipeline for device
+ *      memory, whole-buffer staging, or the single-rank copy), plan it and reserve its memory,
+ *      events and MPI request slots (grow-only: nothing is allocated again by a request that
+ *      is reused or restarted),
+ *   7. start it: give it its tags (each start a new range of the context's tag space, the
+ *      same on every rank), then run it to completion (blocking) or put it on the engine's
+ *      active list (progress.c).
+ * A persistent request does 1-6 once; lp_start does 7. */
+#include "engine.h"
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------------------- memory */
+enum { MEM_HOST = -1 };   /* area kinds: MEM_HOST, or LP_ALLOC_PINNED / LP_ALLOC_DEVICE */
+
+char *lp_req_area(lp_req_t *r, int area) { return r->area[area]; }
+
+static void area_free(lp_req_t *r, int i) {
+    if (!r->area[i]) return;
+    if (r->area_kind[i] == MEM_HOST) {
+        free(r->area[i]);
+    } else {
+        const lp_devops_t *d = r->area_ops[i];
+        int saved = 0, entered = d->enter(r->area_dev[i], &saved) == LP_OK;
+        d->free(r->area_kind[i], r->area[i]);
+        if (entered) d->leave(saved);
+    }
+    r->area[i] = NULL;
+    r->area_bytes[i] = 0;
+}
+
+/* area i of at least `bytes`, of kind `kind` (a device kind: on the request's device) */
+static int area_reserve(lp_req_t *r, int i, size_t bytes, int kind) {
+    int rc = LP_OK, saved = 0, entered = 0;
+    const lp_devops_t *d = r->a.dev;
+    if (!bytes) return LP_OK;
+    if (r->area[i] && r->area_bytes[i] >= bytes && r->area_kind[i] == kind &&
+        (kind == MEM_HOST || (r->area_ops[i] == d && r->area_dev[i] == r->devid)))
+        return LP_OK;
+    area_free(r, i);
+    size_t want = (bytes + 63) & ~(size_t)63;
+    void *p = NULL;
+    if (kind == MEM_HOST) {
+        if (posix_memalign(&p, 64, want) != 0)
+            return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu bytes of scratch space", want);
+    } else {
+        LP_TRY(d->enter(r->devid, &saved));
+        entered = 1;
+        LP_TRY(d->alloc(kind, want, &p));
+    }
+    r->area[i] = p;
+    r->area_bytes[i] = want;
+    r->area_kind[i] = kind;
+    r->area_ops[i] = d;
+    r->area_dev[i] = r->devid;
+cleanup:
+    if (entered) d->leave(saved);
+    return rc;
+}
+
+int lp_req_slots(lp_req_t *r, size_t n) {
+    if (n <= r->reqcap) return LP_OK;
+    MPI_Request *q = realloc(r->reqs, n * sizeof *q);
+    if (q) r->reqs = q;
+    unsigned char *f = realloc(r->fin, n);
+    if (f) r->fin = f;
+    int *ix = realloc(r->idx, n * sizeof *ix);
+    if (ix) r->idx = ix;
+    if (!q || !f || !ix) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu MPI requests", n);
+    r->reqcap = n;
+    return LP_OK;
+}
+
+int lp_req_alloc_persistent(lp_req_t *r, size_t n, MPI_Request **out) {
+    MPI_Request *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu persistent MPI requests", n);
+    for (size_t i = 0; i < n; i++) p[i] = MPI_REQUEST_NULL;
+    r->preq = p;
+    r->npreq = n;
+    *out = p;
+    return LP_OK;
+}
+
+/* the MPI objects of a persistent request (made by its schedule's init) */
+static void persistent_free(lp_req_t *r) {
+    if (r->sched && r->sched->fini) r->sched->fini(r);
+    for (size_t i = 0; i < r->npreq; i++)
+        if (r->preq[i] != MPI_REQUEST_NULL && !r->finalized) MPI_Request_free(&r->preq[i]);
+    free(r->preq);
+    r->preq = NULL;
+    r->npreq = 0;
+}
+
+/* ------------------------------------------------------------------------------- lifetime */
+static int req_new(lp_ctx_t *ctx, int kind, lp_req_t **out) {
+    lp_req_t *r = calloc(1, sizeof *r);
+    if (!r) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a request");
+    r->ctx = ctx;
+    r->kind = kind;
+    r->devid = -1;
+    r->ev_first = -1;
+    for (int i = 0; i < 3; i++) r->area_kind[i] = MEM_HOST;
+    lp_engine_lock();
+    ctx->refs++;
+    lp_engine_live(r, 1);
+    lp_engine_unlock();
+    *out = r;
+    return LP_OK;
+}
+
+/* free everything of an inactive request (its memory only if nothing can still land in it) */
+static void req_destroy(lp_req_t *r) {
+    persistent_free(r);
+    if (!r->poisoned)
+        for (int i = 0; i < 3; i++) area_free(r, i);
+    if (r->nev) lp_events_release(r->ev_first, r->nev);
+    if (!r->poisoned) {
+        free(r->reqs);
+        free(r->fin);
+    }
+    free(r->idx);
+    lp_engine_lock();
+    lp_engine_live(r, 0);
+    lp_ctx_unref(r->ctx);
+    lp_engine_unlock();
+    free(r);
+}
+
+void lp_req_destroy(lp_req_t *r) { req_destroy(r); }
+
+/* the request a call of `kind` uses on ctx */
+static int req_get(lp_ctx_t *ctx, int kind, lp_req_t **out) {
+    if (kind == LP_REQ_BLOCKING) {
+        if (ctx->breq && ctx->breq->poisoned) {
+            req_destroy(ctx->breq);
+            ctx->breq = NULL;
+        }
+        if (!ctx->breq) {
+            int rc = req_new(ctx, kind, &ctx->breq);
+            if (rc != LP_OK) return rc;
+        }
+        *out = ctx->breq;
+        return LP_OK;
+    }
+    if (kind == LP_REQ_NONBLOCKING) {
+        lp_engine_lock();
+        lp_req_t *r = ctx->pool;
+        if (r) {
+            ctx->pool = r->pool_next;
+            ctx->npool--;
+        }
+        lp_engine_unlock();
+        if (r) {
+            *out = r;
+            return LP_OK;
+        }
+    }
+    return req_new(ctx, kind, out);
+}
+
+/* ------------------------------------------------------------------------------- schedules */
+/* one rank: the result is the input (a logical op gives 0 or 1: x LOR x) */
+static int single_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    p->nphases = a->coll == LP_BCAST ? 0 : 1;
+    return LP_OK;
+}
+static int single_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    (void)i;
+    size_t bytes = a->count * a->esize;
+    if (a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR) {
+        lp_lane_t *l = lp_lane_reduce(r, a, a->rbuf, a->sbuf, a->sbuf, bytes, 0);
+        l->rop = LP_LOR;
+        l->fn = lp_reduce_kernel(a->dt, LP_LOR);
+    } else {
+        lp_lane_copy(r, a, a->rbuf, a->sbuf, bytes, 0);
+    }
+    return LP_OK;
+}
+const lp_sched_t lp_sched_single = {single_plan, single_phase, NULL, NULL, NULL};
+
+/* the schedule of r's call, its plan, and its memory */
+static int req_plan(lp_req_t *r) {
+    int rc = LP_OK;
+    const lp_algo_t *A = &lp_algos[r->alg];
+    const lp_args_t *a = &r->a;
+    lp_plan_t p = {0};
+    r->inner = NULL;
+    if (a->count == 0) r->sched = NULL;
+    else if (a->size == 1) r->sched = &lp_sched_single;
+    else if (a->xport == LP_XPORT_STAGED && A->staged) r->sched = A->staged;
+    else if (a->xport == LP_XPORT_STAGED || (a->xport == LP_XPORT_AWARE && A->sched->host_only &&
+                                             A->sched->host_only(a))) {
+        r->sched = &lp_sched_stage_whole;
+        r->inner = A->sched;
+    } else r->sched = A->sched;
+    if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
+    r->nphases = p.nphases;
+    /* scratch lives with the buffers: device memory on the AWARE transport */
+    int work_dev = a->dev && a->xport == LP_XPORT_AWARE && r->sched != &lp_sched_stage_whole &&
+                   r->sched != &lp_sched_single;
+    LP_TRY(area_reserve(r, LP_AREA_WORK, p.work, work_dev ? LP_ALLOC_DEVICE : MEM_HOST));
+    LP_TRY(area_reserve(r, LP_AREA_PINNED, p.pinned, LP_ALLOC_PINNED));
+    LP_TRY(area_reserve(r, LP_AREA_DEVICE, p.device, LP_ALLOC_DEVICE));
+    if (p.events > r->nev) {
+        if (r->nev) lp_events_release(r->ev_first, r->nev);
+        r->nev = 0;
+        LP_TRY(lp_events_reserve(p.events, &r->ev_first));
+        r->nev = p.events;
+    }
+    size_t w = a->window > a->staging ? a->window : a->staging;
+    LP_TRY(lp_req_slots(r, LP_LANES_MAX * (w ? w : 1)));
+cleanup:
+    return rc;
+}
+
+/* give a start its tags: the context's next tag range, once no active request holds it */
+static int req_tags(lp_req_t *r) {
+    lp_ctx_t *ctx = r->ctx;
+    unsigned long slot = ctx->seq++ % ctx->nslots;
+    if (lp_outstanding()) {
+        int rc = lp_engine_slot_wait(ctx, slot);
+        if (rc != LP_OK) return rc;
+    }
+    r->a.tag0 = (int)(slot * LP_TAGS_PER_REQ);
+    r->a.blocking = r->kind == LP_REQ_BLOCKING && lp_outstanding() == 0;
+    return LP_OK;
+}
+
+/* ------------------------------------------------------------------------------- calls */
+static int acquire(lp_ctx_t *ctx) {
+    if (atomic_exchange_explicit(&ctx->busy, 1, memory_order_acquire))
+        return LP_FAIL(LP_ERR_BUSY, "another thread is running a collective on this communicator "
+                       "(MPI allows one collective at a time per communicator: use one "
+                       "communicator per thread, e.g. comm.Dup())");
+    return LP_OK;
+}
+static void release(lp_ctx_t *ctx) { atomic_store_explicit(&ctx->busy, 0, memory_order_release); }
+
+int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
+               size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
+               lp_mem_t mem) {
+    int rc = LP_OK, xport, busy = 0;
+    const lp_devops_t *dev = NULL;
+    lp_ctx_t *ctx = NULL;
+    lp_choice_t ch;
+    lp_reduce_fn fn = NULL;
+    lp_req_t *r = NULL;
+    if (out) *out = NULL;
+    if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
+        return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
+    if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
+    if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
+    if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
+    if (coll != LP_BCAST && !(fn = lp_reduce_kernel(dt, op)))
+        return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
+    LP_TRY(lp_device_route(mem, &dev, &xport));
+    if (dev) mem = LP_MEM_CUDA;                   /* emulation decides as for device memory */
+    LP_TRY(lp_ctx_ready(comm, &ctx, NULL));
+    if (root < 0 || root >= ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
+    LP_TRY(acquire(ctx));
+    busy = 1;
+    size_t esize = lp_dtype_size(dt), nbytes = count * esize;
+    LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, alg, chunk_bytes, &ch));
+    if (lp_check_enabled) {
+        int64_t v[LP_CK_N] = {coll, (int64_t)count, dt, coll == LP_BCAST ? -1 : (int64_t)op,
+                              coll == LP_ALLREDUCE ? -1 : root, ch.alg, (int64_t)ch.chunk};
+        LP_TRY(lp_check_agree(ctx, v, 0));
+    }
+    LP_TRY(req_get(ctx, kind, &r));
+    r->alg = ch.alg;
+    r->a = (lp_args_t){
+        .comm = ctx->comm, .rank = ctx->rank, .size = ctx->size, .coll = coll,
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dt = dt, .esize = esize, .op = op, .fn = fn,
+        .root = root, .chunk_elems = ch.chunk / esize ? ch.chunk / esize : 1, .mem = mem,
+        .dev = dev, .xport = xport, .window = (size_t)lp_window,
+        .staging = (size_t)(ch.staging > 0 ? ch.staging : lp_staging),
+        .persistent = kind == LP_REQ_PERSISTENT,
+    };
+    r->devid = -1;
+    if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &r->devid));
+    LP_TRY(req_plan(r));
+    if (kind == LP_REQ_PERSISTENT && r->sched && r->sched->init) LP_TRY(r->sched->init(r, &r->a));
+    if (kind != LP_REQ_PERSISTENT) {
+        LP_TRY(req_tags(r));
+        if (kind == LP_REQ_BLOCKING) rc = lp_engine_run(r);
+        else LP_TRY(lp_engine_start(r));
+    } else {
+        r->state = LP_REQ_INACTIVE;
+    }
+    if (out) *out = r;
+    r = NULL;
+cleanup:
+    if (r && kind != LP_REQ_BLOCKING) req_destroy(r);
+    if (busy) release(ctx);
+    return rc;
+}
+
+int lp_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
+                 lp_op_t op, int alg, size_t chunk_bytes, lp_mem_t mem) {
+    return lp_request(NULL, LP_REQ_BLOCKING, LP_ALLREDUCE, comm, sbuf, rbuf, count, dt, op, 0, alg,
+                      chunk_bytes, mem);
+}
+
+int lp_reduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
+              lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem) {
+    return lp_request(NULL, LP_REQ_BLOCKING, LP_REDUCE, comm, sbuf, rbuf, count, dt, op, root, alg,
+                      chunk_bytes, mem);
+}
+
+int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, int alg,
+             size_t chunk_bytes, lp_mem_t mem) {
+    return lp_request(NULL, LP_REQ_BLOCKING, LP_BCAST, comm, buf, buf, count, dt, LP_SUM, root, alg,
+                      chunk_bytes, mem);
+}
+
+/* ------------------------------------------------------------------------------- requests */
+static int not_blocking(const lp_req_t *r, const char *what) {
+    if (!r) return LP_FAIL(LP_ERR_ARG, "%s: NULL request", what);
+    if (r->kind == LP_REQ_BLOCKING) return LP_FAIL(LP_ERR_ARG, "%s: not a user request", what);
+    return LP_OK;
+}
+
+int lp_start(lp_req_t *r) {
+    int rc = LP_OK;
+    LP_TRY(not_blocking(r, "lp_start"));
+    if (r->kind != LP_REQ_PERSISTENT)
+        return LP_FAIL(LP_ERR_ARG, "only a persistent request can be started (a nonblocking one "
+                       "started when it was made)");
+    if (r->state == LP_REQ_ACTIVE)
+        return LP_FAIL(LP_ERR_ARG, "the persistent request is still active: wait for it before "
+                       "starting it again");
+    if (r->finalized) return LP_FAIL(LP_ERR_ARG, "MPI was finalized");
+    if (r->ctx->freed)
+        return LP_FAIL(LP_ERR_ARG, "the communicator of this persistent request was freed");
+    LP_TRY(acquire(r->ctx));
+    rc = req_tags(r);
+    if (rc == LP_OK) rc = lp_engine_start(r);
+    release(r->ctx);
+cleanup:
+    return rc;
+}
+
+int lp_test(lp_req_t *r, int *done) {
+    int rc = not_blocking(r, "lp_test");
+    if (rc != LP_OK) return rc;
+    if (r->state != LP_REQ_ACTIVE) {        /* complete, or an inactive persistent request */
+        *done = 1;
+        return r->state == LP_REQ_DONE ? lp_engine_wait(r) : LP_OK;
+    }
+    return lp_engine_test(r, done);
+}
+
+int lp_wait(lp_req_t *r) {
+    int rc = not_blocking(r, "lp_wait");
+    if (rc != LP_OK) return rc;
+    if (r->state == LP_REQ_INACTIVE) return LP_OK;
+    return lp_engine_wait(r);
+}
+
+int lp_waitall(int n, lp_req_t *const *reqs) {
+    int first = -1;
+    for (int i = 0; i < n; i++)
+        if (lp_wait(reqs[i]) != LP_OK && first < 0) first = i;
+    return first < 0 ? LP_OK : lp_wait(reqs[first]);
+}
+
+int lp_req_active(const lp_req_t *r) { return r && r->state == LP_REQ_ACTIVE; }
+
+int lp_req_free(lp_req_t *r) {
+    int rc = not_blocking(r, "lp_req_free");
+    if (rc != LP_OK) return rc;
+    if (r->state == LP_REQ_ACTIVE)
+        return LP_FAIL(LP_ERR_ARG, "the request is still in flight: wait for it first");
+    lp_ctx_t *ctx = r->ctx;
+    if (r->kind == LP_REQ_NONBLOCKING && !r->poisoned && !r->finalized) {
+        lp_engine_lock();
+        int keep = !ctx->freed && ctx->npool < 8;
+        if (keep) {
+            r->state = LP_REQ_INACTIVE;
+            r->pool_next = ctx->pool;
+            ctx->pool = r;
+            ctx->npool++;
+        }
+        lp_engine_unlock();
+        if (keep) return LP_OK;
+    }
+    req_destroy(r);
+    return LP_OK;
+}
+
+/* MPI_Finalize: the MPI objects of every live request go now (the requests themselves when
+ * their owners free them) */
+void lp_req_finalize_one(lp_req_t *r) {
+    persistent_free(r);
+    r->finalized = 1;
+}

@@ -1,0 +1,129 @@
+/* schedule.c: the helpers that schedules build their phases with (schedule.h).  A phase's lanes live
+ * in the request (lp_req_t.lane); these fill the next one.  Running them is progress.c's job. */
+#include "engine.h"
+
+static lp_lane_t overflow_lane;   /* given out when a phase asks for too many lanes (a bug) */
+
+static lp_lane_t *lane_new(lp_req_t *r, const lp_args_t *a, int kind, size_t bytes, size_t cb) {
+    if (r->nlanes >= LP_LANES_MAX) {
+        r->build_rc = LP_FAIL(LP_ERR_INTERNAL, "a schedule phase asked for more than %d lanes "
+                              "(a bug of lpmpi: please report it)", LP_LANES_MAX);
+        memset(&overflow_lane, 0, sizeof overflow_lane);
+        overflow_lane.owner = r;
+        return &overflow_lane;
+    }
+    lp_lane_t *l = &r->lane[r->nlanes++];
+    memset(l, 0, sizeof *l);
+    l->kind = (unsigned char)kind;
+    l->owner = r;
+    l->a = a;
+    l->bytes = bytes;
+    l->cb = cb && cb < bytes ? cb : (bytes ? bytes : 1);
+    l->n = (bytes + l->cb - 1) / l->cb;
+    l->W = a->window ? a->window : 1;
+    l->rop = a->op;
+    l->fn = a->fn;
+    for (int i = 0; i < LP_REGIONS_MAX; i++) l->r[i].stride = l->cb;
+    return l;
+}
+
+void lp_lane_region(lp_lane_t *l, int i, const void *base) {
+    if (!l) return;
+    l->r[i].base = (char *)base;
+    l->r[i].stride = l->cb;
+    l->r[i].slots = 0;
+}
+
+void lp_lane_slots(lp_lane_t *l, int i, const void *base, size_t stride, unsigned slots) {
+    if (!l) return;
+    l->r[i].base = (char *)base;
+    l->r[i].stride = stride;
+    l->r[i].slots = slots ? slots : 1;
+}
+
+void lp_lane_after(lp_lane_t *l, const lp_lane_t *m, long lag) {
+    if (!l || !m || l == &overflow_lane || m == &overflow_lane) return;
+    lp_req_t *r = l->owner;
+    if (l->ndeps >= LP_DEPS_MAX) {
+        r->build_rc = LP_FAIL(LP_ERR_INTERNAL, "a lane has more than %d dependencies (a bug of "
+                              "lpmpi: please report it)", LP_DEPS_MAX);
+        return;
+    }
+    l->dep[l->ndeps].lane = (unsigned char)(m - r->lane);
+    l->dep[l->ndeps].lag = lag;
+    l->ndeps++;
+}
+
+void lp_lane_dop(lp_lane_t *l, int kind, int dst, int x, int y) {
+    if (!l || l->ndops >= LP_DOPS_MAX) {
+        if (l && l != &overflow_lane)
+            l->owner->build_rc = LP_FAIL(LP_ERR_INTERNAL, "a device lane has more than %d "
+                                         "operations (a bug of lpmpi)", LP_DOPS_MAX);
+        return;
+    }
+    l->dop[l->ndops++] = (lp_dop_t){(unsigned char)kind, (unsigned char)dst, (unsigned char)x,
+                                    (unsigned char)y};
+}
+
+static lp_lane_t *lane_p2p(lp_req_t *r, const lp_args_t *a, int kind, const void *buf, size_t bytes,
+                           size_t cb, int peer, int tag) {
+    lp_lane_t *l = lane_new(r, a, kind, bytes, cb);
+    lp_lane_region(l, 0, buf);
+    l->peer = peer;
+    l->tag = tag;
+    return l;
+}
+
+lp_lane_t *lp_lane_send(lp_req_t *r, const lp_args_t *a, const void *buf, size_t bytes, size_t cb,
+                        int peer, int tag) {
+    return lane_p2p(r, a, LP_STEP_SEND, buf, bytes, cb, peer, tag);
+}
+
+lp_lane_t *lp_lane_recv(lp_req_t *r, const lp_args_t *a, void *buf, size_t bytes, size_t cb, int peer,
+                        int tag) {
+    return lane_p2p(r, a, LP_STEP_RECV, buf, bytes, cb, peer, tag);
+}
+
+lp_lane_t *lp_lane_reduce(lp_req_t *r, const lp_args_t *a, void *out, const void *x, const void *y,
+                          size_t bytes, size_t cb) {
+    lp_lane_t *l = lane_new(r, a, LP_STEP_REDUCE, bytes, cb);
+    lp_lane_region(l, 0, out);
+    lp_lane_region(l, 1, x);
+    lp_lane_region(l, 2, y);
+    return l;
+}
+
+lp_lane_t *lp_lane_copy(lp_req_t *r, const lp_args_t *a, void *dst, const void *src, size_t bytes,
+                        size_t cb) {
+    lp_lane_t *l = lane_new(r, a, LP_STEP_COPY, bytes, cb);
+    lp_lane_region(l, 0, dst);
+    lp_lane_region(l, 1, src);
+    return l;
+}
+
+lp_lane_t *lp_lane_scale(lp_req_t *r, const lp_args_t *a, void *buf, size_t bytes, size_t cb) {
+    if (a->op != LP_AVG || a->coll == LP_BCAST) return NULL;
+    lp_lane_t *l = lane_new(r, a, LP_STEP_SCALE, bytes, cb);
+    lp_lane_region(l, 0, buf);
+    return l;
+}
+
+lp_lane_t *lp_lane_native(lp_req_t *r, const lp_args_t *a, const void *sbuf, void *rbuf, size_t bytes,
+                          size_t cb) {
+    lp_lane_t *l = lane_new(r, a, LP_STEP_NATIVE, bytes, cb);
+    lp_lane_region(l, 0, sbuf);
+    lp_lane_region(l, 1, rbuf);
+    return l;
+}
+
+lp_lane_t *lp_lane_dev(lp_req_t *r, const lp_args_t *a, int stream, size_t bytes, size_t cb) {
+    lp_lane_t *l = lane_new(r, a, LP_STEP_DEV, bytes, cb);
+    l->stream = (unsigned char)stream;
+    l->W = a->staging ? a->staging : 1;
+    return l;
+}
+
+size_t lp_piece_bytes(const lp_args_t *a) {
+    size_t n = lp_max_msg_bytes / a->esize;
+    return (n ? n : 1) * a->esize;
+}

@@ -1,0 +1,133 @@
+/* schedule.h: schedules, the one form every algorithm takes, and the request that runs one.
+ *
+ * Words (used everywhere in src/):
+ *   request   one collective operation (lp_req_t): the call's arguments, its schedule, its
+ *             progress and its scratch memory.  Blocking, nonblocking and persistent calls are
+ *             all requests, run by the one progress engine (progress.c).
+ *   phase     a schedule is a sequence of phases, each started once the one before it has
+ *             completed on this rank.  Phase i is described by the algorithm's phase function,
+ *             a pure function of the call and i, filled in when the phase begins.
+ *   lane      a phase is a set of lanes that run at once.  A lane is a sequence of n steps of
+ *             one primitive; step k works on chunk k, bytes [k cb, min((k+1) cb, bytes)) of the
+ *             lane's regions (cb: the lane's chunk bytes, a multiple of the element size).
+ *   region    where a lane's step k reads or writes: base + k * stride (a contiguous range), or
+ *             base + (k mod slots) * stride (a ring of chunk slots, reused every `slots` steps).
+ *   window    a lane keeps at most W steps in flight (MPI transfers, device work).
+ *   dependency  step k of lane L waits until step k + lag of lane M has completed (lag < 0:
+ *             a slot is reused, LP_ALL: all of M); steps of one lane complete in order.
+ *
+ * Primitives (lane kinds):
+ *   SEND, RECV   MPI point-to-point of chunk k with a peer (MPI_Isend / MPI_Irecv)
+ *   REDUCE       out[k] = x[k] op y[k], local (on the device for device memory on CUDA-aware MPI)
+ *   COPY, SCALE  out[k] = x[k]; out[k] /= P (AVG's division, once, on a finished result)
+ *   NATIVE       the MPI library's own collective on piece k (MPI_Iallreduce, ...; its blocking
+ *                form in a blocking call; its persistent form in a persistent request)
+ *   DEV          device work on the lane's stream (copy to host / to device, device reduce,
+ *                scale; up to LP_DOPS_MAX of them), then an event; done once the event has
+ *                completed
+ *
+ * The compound primitives of NCCL and of the literature are lanes chained by dependencies:
+ * receive-reduce = RECV, then REDUCE after it; receive-reduce-send = RECV, REDUCE, SEND;
+ * receive-copy-send = RECV into the output, then SEND after it.  An algorithm is a file with
+ * a plan (phases and scratch) and a phase function that builds lanes with the lp_lane_*
+ * helpers below (schedule.c); it never calls MPI itself and never observes a completion. */
+#ifndef LPMPI_SCHEDULE_H
+#define LPMPI_SCHEDULE_H
+
+#include "lpmpi.h"
+
+/* lane kinds */
+enum { LP_STEP_SEND, LP_STEP_RECV, LP_STEP_REDUCE, LP_STEP_COPY, LP_STEP_SCALE, LP_STEP_NATIVE,
+       LP_STEP_DEV };
+/* device operations of a DEV lane's step */
+enum { LP_DOP_D2H, LP_DOP_H2D, LP_DOP_D2D, LP_DOP_REDUCE, LP_DOP_SCALE };
+
+enum { LP_LANES_MAX = 16, LP_REGIONS_MAX = 6, LP_DEPS_MAX = 3, LP_DOPS_MAX = 4 };
+#define LP_ALL ((long)1 << 60)   /* dependency lag: every step of the other lane */
+
+struct lp_args;
+
+typedef struct {
+    char *base;
+    size_t stride;          /* bytes between chunks (slot size for rings) */
+    unsigned slots;         /* 0: contiguous; else a ring of `slots` chunk slots */
+} lp_region_t;
+
+typedef struct {
+    unsigned char kind, dst, x, y;   /* LP_DOP_*, region indices */
+} lp_dop_t;
+
+typedef struct {
+    unsigned char kind;     /* LP_STEP_* */
+    unsigned char ndeps, ndops, stream;
+    int peer, tag;          /* SEND, RECV */
+    size_t bytes, cb, n;    /* bytes covered, chunk bytes, steps */
+    size_t W;               /* steps in flight (SEND, RECV, NATIVE, DEV) */
+    const struct lp_args *a;   /* the arguments its data belongs to: dtype, op, P, device */
+    lp_req_t *owner;        /* the request whose phase it is */
+    lp_region_t r[LP_REGIONS_MAX];   /* SEND/RECV: r[0]; REDUCE: r[0] = r[1] op r[2]; COPY:
+                                        r[0] = r[1]; SCALE: r[0]; NATIVE: r[0] send, r[1] recv */
+    struct { unsigned char lane; long lag; } dep[LP_DEPS_MAX];
+    lp_dop_t dop[LP_DOPS_MAX];
+    lp_op_t rop;            /* REDUCE: the op (the call's, or LOR for one rank's logical ops) */
+    lp_reduce_fn fn;        /* REDUCE on host memory: its kernel */
+    /* progress (progress.c only) */
+    size_t issued, done;
+    size_t req0;            /* first of its W request slots */
+    int ev0;                /* DEV: first of its W events */
+} lp_lane_t;
+
+/* what a request needs, from its schedule's plan (sizes in bytes) */
+typedef struct {
+    int nphases;
+    size_t work;            /* scratch in the memory of the call's buffers (lp_req_t.work) */
+    size_t pinned;          /* pinned host memory (STAGED transport) */
+    size_t device;          /* device memory (STAGED transport) */
+    int events;             /* device events */
+} lp_plan_t;
+
+/* an algorithm's schedule (one per algorithm and collective; registry.c lists them) */
+typedef struct {
+    /* phases and memory of a call */
+    int (*plan)(lp_req_t *r, const struct lp_args *a, lp_plan_t *p);
+    /* build the lanes of phase i (0 <= i < nphases); a phase without lanes is skipped */
+    int (*phase)(lp_req_t *r, const struct lp_args *a, int i);
+    /* optional: 1 when this call must run on host memory (device buffers are then staged
+     * whole through pinned host memory even with CUDA-aware MPI) */
+    int (*host_only)(const struct lp_args *a);
+    /* optional: persistent requests, once at init / at free (native: MPI_Allreduce_init ...) */
+    int (*init)(lp_req_t *r, const struct lp_args *a);
+    void (*fini)(lp_req_t *r);
+} lp_sched_t;
+
+/* ---- building a phase (schedule.c) ----
+ * Each adds a lane to the phase being built and returns it; chunk bytes cb (0: one chunk for
+ * everything); SEND/RECV/NATIVE/DEV lanes start with the engine's window (lp_window), which a
+ * schedule may change (l->W).  lp_lane_scale returns NULL (no lane) unless the op is AVG;
+ * lp_lane_after and lp_lane_slots accept NULL. */
+lp_lane_t *lp_lane_send(lp_req_t *r, const struct lp_args *a, const void *buf, size_t bytes,
+                        size_t cb, int peer, int tag);
+lp_lane_t *lp_lane_recv(lp_req_t *r, const struct lp_args *a, void *buf, size_t bytes, size_t cb,
+                        int peer, int tag);
+lp_lane_t *lp_lane_reduce(lp_req_t *r, const struct lp_args *a, void *out, const void *x,
+                          const void *y, size_t bytes, size_t cb);
+lp_lane_t *lp_lane_copy(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
+                        size_t bytes, size_t cb);
+lp_lane_t *lp_lane_scale(lp_req_t *r, const struct lp_args *a, void *buf, size_t bytes, size_t cb);
+lp_lane_t *lp_lane_native(lp_req_t *r, const struct lp_args *a, const void *sbuf, void *rbuf,
+                          size_t bytes, size_t cb);
+/* a DEV lane on `stream`; add its device operations with lp_lane_dop, its regions with
+ * lp_lane_region / lp_lane_slots */
+lp_lane_t *lp_lane_dev(lp_req_t *r, const struct lp_args *a, int stream, size_t bytes, size_t cb);
+void lp_lane_dop(lp_lane_t *l, int kind, int dst, int x, int y);
+/* region i of l: contiguous from base (stride = chunk bytes) */
+void lp_lane_region(lp_lane_t *l, int i, const void *base);
+/* region i of l: a ring of `slots` chunk slots of `stride` bytes from base */
+void lp_lane_slots(lp_lane_t *l, int i, const void *base, size_t stride, unsigned slots);
+/* step k of l waits for step k + lag of m (m NULL: no dependency) */
+void lp_lane_after(lp_lane_t *l, const lp_lane_t *m, long lag);
+
+/* chunk bytes of whole-buffer transfers: the largest MPI message, in whole elements */
+size_t lp_piece_bytes(const struct lp_args *a);
+
+#endif
