@@ -48,6 +48,8 @@ def info() -> None:
     print(_device_line(_core.cuda_info()))
     for coll in ("allreduce", "reduce", "bcast"):
         print(f"{coll} algorithms: {', '.join(lpmpi.algorithms(coll))}")
+    print("requests (nonblocking, persistent): " + _core.request_forms(None))
+    print("  " + _core.request_forms("native"))
     a, b, g = _core.model_get()
     print(f"model: alpha {a * 1e6:.2f} us, beta {1 / b / 1e9:.2f} GB/s, gamma {1 / g / 1e9:.2f} GB/s")
     print(f"machine: {here['cpu_model']}, {here['ranks_per_node']} rank(s) per node, {here['nodes']} node(s)")

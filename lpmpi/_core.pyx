@@ -219,12 +219,20 @@ cdef size_t _chunk(chunk_bytes) except? 0:
     return chunk_bytes
 
 # ---------------------------------------------------------------- communicators
+cdef MPI_Comm _WORLD_H = (<MPI.Comm>_WORLD).ob_mpi
+cdef int _WORLD_SIZE = -1         # on first use (MPI may be initialized after import)
+
 cdef int _comm(comm, MPI_Comm *out, int *size) except -1:
     cdef int inter = 0, rc, n = 0
     cdef char err[MPI_MAX_ERROR_STRING + 1]
+    global _WORLD_SIZE
+    if (comm is None or comm is _WORLD) and _WORLD_SIZE > 0:
+        out[0] = _WORLD_H               # the common case: an intracommunicator until MPI ends
+        size[0] = _WORLD_SIZE
+        return 0
     if comm is None:
         comm = _WORLD
-    elif not isinstance(comm, _Comm):
+    if not isinstance(comm, _Comm):
         raise TypeError(f"comm must be an mpi4py communicator (MPI.Comm) or None, got {type(comm).__name__}")
     cdef MPI_Comm h = (<MPI.Comm>comm).ob_mpi
     if h == MPI_COMM_NULL:
@@ -238,6 +246,8 @@ cdef int _comm(comm, MPI_Comm *out, int *size) except -1:
         raise ValueError("comm is an intercommunicator; lpmpi needs an intracommunicator")
     MPI_Comm_size(h, size)
     out[0] = h
+    if comm is _WORLD:
+        _WORLD_SIZE = size[0]
     return 0
 
 # ---------------------------------------------------------------- ops
@@ -248,9 +258,13 @@ for _i, _n in enumerate(OP_NAMES):
 
 cdef object _OpType = Op
 
+cdef object _SUM_NAME = "sum"          # the default argument's (interned) string
+
 cdef int _op(op) except -1:
     cdef MPI_Op h
-    if type(op) is str:                 # the default, "sum": the fast path
+    if op is _SUM_NAME:
+        return LP_SUM
+    if type(op) is str:                 # a name: the fast path
         i = _OPS.get(op)
         if i is not None:
             return i
@@ -1114,6 +1128,24 @@ def _native_forms():
     MPI 4's MPI_Allreduce_init ...)."""
     cdef int f = lp_native_forms()
     return bool(f & 1), bool(f & 2)
+
+
+def request_forms(algorithm):
+    """How the nonblocking and persistent forms of ``algorithm`` run (one sentence; explain()
+    and lpmpi-info print it)."""
+    nb, pers = _native_forms()
+    thread = ("the progress thread runs" if lp_progress_thread_running() else
+              "no progress thread (lpmpi.progress_thread(True) or LPMPI_PROGRESS_THREAD=1 adds one)")
+    if algorithm == "native":
+        p = ("MPI 4's MPI_Allreduce_init / MPI_Reduce_init / MPI_Bcast_init, started each time"
+             if pers else "the nonblocking ones at each start (this MPI library has no MPI 4 "
+             "persistent collectives)")
+        n = ("MPI_Iallreduce / MPI_Ireduce / MPI_Ibcast" if nb else "the blocking call, at wait time")
+        return (f"native: nonblocking form {n}; persistent form {p}; progressed by the MPI library and "
+                f"by every lpmpi test/wait; {thread}")
+    return (f"{algorithm or 'lp, ring, mst, be'}: nonblocking and persistent forms run lpmpi's own "
+            f"schedule on the same engine as the blocking calls, "
+            f"advanced by any lpmpi call (test, wait, a collective) and by the progress thread; {thread}")
 
 
 def _test_fault(long after):

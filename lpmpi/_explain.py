@@ -34,6 +34,8 @@ class Explanation:
     #: (they differ: every rank follows rank 0's table and model) or "unchecked" (no collective
     #: ran on it yet: this process's table is shown)
     tables: str = "unchecked"
+    #: how the nonblocking and persistent forms of the chosen algorithm run
+    requests: str = ""
 
     def __str__(self) -> str:
         chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
@@ -56,6 +58,8 @@ class Explanation:
                          "table and model (the decision above); the table row shown is this process's")
         elif self.tables == "unchecked":
             lines.append("  ranks' tables: not compared yet (the first collective on this communicator does)")
+        if self.requests:
+            lines.append(f"  requests: {self.requests}")
         if self.model is not None:
             lines.append(f"  model: {self.model}")
         lines.append("  model prediction per algorithm:")
@@ -100,4 +104,5 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     env = {k: str(v) for k, v in (("LPMPI_ALGORITHM", s.algorithm), ("LPMPI_CHUNK_BYTES", s.chunk_bytes))
            if v is not None}
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
-                       model.current(), model.predict_all(collective, nprocs, nbytes), agreed)
+                       model.current(), model.predict_all(collective, nprocs, nbytes), agreed,
+                       _core.request_forms(alg))

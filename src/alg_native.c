@@ -165,7 +165,7 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
     lp_lane_t *nat = lp_lane_native(r, a, a->sbuf, a->rbuf, bytes, pb);
-    if (a->coll == LP_ALLREDUCE || (a->coll == LP_REDUCE && a->rank == a->root))
+    if (a->op == LP_AVG && (a->coll == LP_ALLREDUCE || (a->coll == LP_REDUCE && a->rank == a->root)))
         lp_lane_after(lp_lane_scale(r, a, a->rbuf, bytes, pb), nat, 0);
     return LP_OK;
 }

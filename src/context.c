@@ -140,8 +140,9 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     LP_MPI(MPI_Comm_get_attr(c->comm, MPI_TAG_UB, &ub, &has_ub));
     /* tag ranges of LP_TAGS_PER_REQ tags: at least 32767 / 8 (MPI's guaranteed tag bound) */
     long ntags = has_ub && ub && *ub > 0 ? (long)*ub + 1 : 32768;
-    c->nslots = (unsigned long)(ntags / LP_TAGS_PER_REQ);
-    if (c->nslots > (1ul << 20)) c->nslots = 1ul << 20;
+    c->nslots = 1;                /* a power of two: a start's range is seq mod nslots */
+    while (c->nslots * 2 <= (unsigned long)(ntags / LP_TAGS_PER_REQ) && c->nslots < (1ul << 20))
+        c->nslots *= 2;
     LP_MPI(MPI_Comm_set_attr(user, keyval, c));
     pthread_mutex_lock(&lock);
     c->next = live;

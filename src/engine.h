@@ -79,6 +79,14 @@ struct lp_ctx {
 /* ---- requests (request.c, progress.c) ---- */
 enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
 
+/* what a request's plan depends on (not the buffers' addresses): a blocking call whose key is
+ * the last one's reuses its plan, memory and slots */
+typedef struct {
+    int alg, coll, dt, op, root, xport, in_place, no_recvbuf;
+    size_t count, chunk, window, staging;
+    const lp_devops_t *dev;
+} lp_plan_key_t;
+
 struct lp_req {
     /* the call */
     lp_args_t a;              /* what its schedule sees */
@@ -89,6 +97,8 @@ struct lp_req {
     int kind;                 /* LP_REQ_BLOCKING, LP_REQ_NONBLOCKING, LP_REQ_PERSISTENT */
     int alg;                  /* registry index */
     int devid;                /* device of its buffers (device memory), else -1 */
+    int planned;              /* its schedule, memory and slots are ready for `key` */
+    lp_plan_key_t key;
     /* the running phase (progress.c) */
     int nphases, phase;
     lp_lane_t lane[LP_LANES_MAX];
@@ -126,6 +136,7 @@ int lp_req_slots(lp_req_t *r, size_t n);        /* room for n MPI requests */
 void lp_req_destroy(lp_req_t *r);               /* an inactive request, for good */
 void lp_req_finalize_one(lp_req_t *r);          /* MPI_Finalize: its MPI objects */
 /* progress.c (the engine lock is theirs) */
+extern atomic_long lp_nactive;               /* requests on the active list */
 int lp_engine_start(lp_req_t *r);            /* begin phase 0; nonblocking: onto the active list */
 int lp_engine_run(lp_req_t *r);              /* blocking: start and complete, progressing others */
 int lp_engine_wait(lp_req_t *r);

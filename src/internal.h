@@ -42,6 +42,8 @@ typedef struct lp_args {
     const lp_devops_t *dev; /* non-NULL: sbuf/rbuf are device memory, handled by these ops */
     int xport;              /* LP_XPORT_* */
     size_t window;          /* chunks in flight per lane (LPMPI_WINDOW when the request was made) */
+    size_t piece;           /* bytes of the pieces of whole-buffer transfers: the largest MPI
+                               message, in whole elements (lp_piece_bytes) */
     size_t staging;         /* staged pipeline: staging buffers (chunks in flight) per direction */
     int tag0;               /* this start's first tag: schedules use tag0 + LP_TAG_* */
     int blocking;           /* a blocking call (NATIVE steps may use MPI's blocking collectives) */

@@ -32,7 +32,7 @@
 static pthread_mutex_t E = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t Ec = PTHREAD_COND_INITIALIZER;   /* released, completed, started, stop */
 static lp_req_t *active;          /* started nonblocking and persistent requests, not complete */
-static atomic_long nactive;
+atomic_long lp_nactive;
 static atomic_ulong gen;          /* bumped when the active set or its ownership changes */
 static lp_req_t *live;            /* every request not yet freed (MPI_Finalize) */
 static atomic_long fault_after;   /* tests: the n-th next point-to-point call fails */
@@ -44,7 +44,7 @@ static int pt_stop;
 
 void lp_engine_lock(void) { pthread_mutex_lock(&E); }
 void lp_engine_unlock(void) { pthread_mutex_unlock(&E); }
-long lp_outstanding(void) { return atomic_load(&nactive); }
+long lp_outstanding(void) { return atomic_load(&lp_nactive); }
 int lp_progress_thread_running(void) { return atomic_load(&pt_running); }
 void lp_test_fault(long after) { atomic_store(&fault_after, after); }
 
@@ -129,7 +129,7 @@ static int dev_step(const lp_lane_t *l, size_t k) {
         default: LP_TRY(d->scale(dst, n, a->dt, (double)a->size, l->stream)); break;
         }
     }
-    LP_TRY(d->record(l->ev0 + (int)(k % l->W), l->stream));
+    LP_TRY(d->record(l->ev0 + (int)l->islot, l->stream));
 cleanup:
     return rc;
 }
@@ -154,23 +154,25 @@ static inline int deps_met(const lp_req_t *r, const lp_lane_t *l, size_t k) {
 static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
     int rc = LP_OK;
     const lp_args_t *a = l->a;
+    const int async = is_async(l);
     while (l->issued < l->n) {
         size_t k = l->issued;
-        int async = is_async(l), now = 0;
+        int now = 0;
         if (async && k - l->done >= l->W) break;
-        if (!deps_met(r, l, k)) break;
-        MPI_Request *q = &r->reqs[l->req0 + k % l->W];
+        if (l->ndeps && !deps_met(r, l, k)) break;
         switch (l->kind) {
         case LP_STEP_SEND:
             if (injected()) { rc = LP_FAIL(LP_ERR_MPI, "MPI_Isend failed: injected fault (tests)"); goto cleanup; }
-            LP_MPI(MPI_Isend(at(&l->r[0], k), (int)step_len(l, k), MPI_BYTE, l->peer, l->tag, a->comm, q));
+            LP_MPI(MPI_Isend(at(&l->r[0], k), (int)step_len(l, k), MPI_BYTE, l->peer, l->tag, a->comm,
+                             &r->reqs[l->req0 + l->islot]));
             break;
         case LP_STEP_RECV:
             if (injected()) { rc = LP_FAIL(LP_ERR_MPI, "MPI_Irecv failed: injected fault (tests)"); goto cleanup; }
-            LP_MPI(MPI_Irecv(at(&l->r[0], k), (int)step_len(l, k), MPI_BYTE, l->peer, l->tag, a->comm, q));
+            LP_MPI(MPI_Irecv(at(&l->r[0], k), (int)step_len(l, k), MPI_BYTE, l->peer, l->tag, a->comm,
+                             &r->reqs[l->req0 + l->islot]));
             break;
         case LP_STEP_NATIVE:
-            LP_TRY(lp_native_issue(l, k, q, r->preq ? &r->preq[k] : NULL, &now));
+            LP_TRY(lp_native_issue(l, k, &r->reqs[l->req0 + l->islot], r->preq ? &r->preq[k] : NULL, &now));
             break;
         case LP_STEP_DEV:
             LP_TRY(dev_step(l, k));
@@ -182,8 +184,12 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
             break;
         }
         l->issued++;
+        if (async && ++l->islot == l->W) l->islot = 0;
         *moved = 1;
-        if (now) lane_step_done(r, l);
+        if (now) {                     /* done at once: a local step, a blocking native one */
+            if (async && ++l->dslot == l->W) l->dslot = 0;
+            lane_step_done(r, l);
+        }
     }
 cleanup:
     return rc;
@@ -194,17 +200,19 @@ static int retire(lp_req_t *r, lp_lane_t *l, int *moved) {
     int rc = LP_OK;
     if (uses_mpi(l)) {
         while (l->done < l->issued) {
-            size_t s = l->req0 + l->done % l->W;
+            size_t s = l->req0 + l->dslot;
             if (!r->fin[s]) break;
             r->fin[s] = 0;
+            if (++l->dslot == l->W) l->dslot = 0;
             lane_step_done(r, l);
             *moved = 1;
         }
     } else if (l->kind == LP_STEP_DEV) {
         while (l->done < l->issued) {
             int ok = 0;
-            LP_TRY(l->a->dev->query(l->ev0 + (int)(l->done % l->W), &ok));
+            LP_TRY(l->a->dev->query(l->ev0 + (int)l->dslot, &ok));
             if (!ok) break;
+            if (++l->dslot == l->W) l->dslot = 0;
             r->dev_inflight--;
             lane_step_done(r, l);
             *moved = 1;
@@ -244,7 +252,7 @@ static int phase_begin(lp_req_t *r) {
                          "reserved (a bug of lpmpi: please report it)", nev, r->nev);
             goto cleanup;
         }
-        LP_TRY(lp_req_slots(r, nreq));
+        if (nreq > r->reqcap) LP_TRY(lp_req_slots(r, nreq));
         for (size_t i = 0; i < nreq; i++) {
             r->reqs[i] = MPI_REQUEST_NULL;
             r->fin[i] = 0;
@@ -270,14 +278,19 @@ static int advance(lp_req_t *r) {
     }
     while (r->state == LP_REQ_ACTIVE) {
         int moved = 0;
-        for (int i = 0; i < r->nlanes; i++) {
-            lp_lane_t *l = &r->lane[i];
+        lp_lane_t *l = r->lane, *end = r->lane + r->nlanes;
+        for (; l < end; l++) {
             if (l->done == l->n) continue;
-            LP_TRY(retire(r, l, &moved));
+            if (l->issued > l->done) LP_TRY(retire(r, l, &moved));
             LP_TRY(issue(r, l, &moved));
         }
         if (r->lanes_left == 0) {
-            r->phase++;
+            if (++r->phase == r->nphases) {       /* the last phase: done */
+                r->nlanes = 0;
+                r->nreq = 0;
+                r->state = LP_REQ_DONE;
+                break;
+            }
             LP_TRY(phase_begin(r));
             continue;
         }
@@ -300,8 +313,9 @@ static void fail(lp_req_t *r, int rc) {
         lp_lane_t *l = &r->lane[i];
         if (!uses_mpi(l)) continue;
         for (size_t k = l->done; k < l->issued; k++) {
-            MPI_Request *q = &r->reqs[l->req0 + k % l->W];
-            if (*q == MPI_REQUEST_NULL || r->fin[l->req0 + k % l->W]) continue;
+            size_t s = l->req0 + k % l->W;
+            MPI_Request *q = &r->reqs[s];
+            if (*q == MPI_REQUEST_NULL || r->fin[s]) continue;
             r->poisoned = 1;
             if (l->kind == LP_STEP_NATIVE) continue;
             MPI_Cancel(q);
@@ -451,7 +465,7 @@ static void unlink_active(lp_req_t *r) {
     else if (active == r) active = r->next;
     if (r->next) r->next->prev = r->prev;
     r->prev = r->next = NULL;
-    atomic_fetch_sub(&nactive, 1);
+    atomic_fetch_sub(&lp_nactive, 1);
     atomic_fetch_add(&gen, 1);
 }
 
@@ -519,7 +533,7 @@ static void wait_for(lp_req_t *r, int private_req) {
         if (private_req) {
             advance_or_fail(r);
             if (r->state != LP_REQ_ACTIVE) return;
-            if (atomic_load(&nactive) == 0) {   /* alone: no lock, exactly a blocking call */
+            if (atomic_load(&lp_nactive) == 0) {   /* alone: no lock, exactly a blocking call */
                 int rc = observe_one(r, 1);
                 if (rc != LP_OK) fail(r, rc);
                 continue;
@@ -567,20 +581,28 @@ static int report(const lp_req_t *r) {
 static int begin(lp_req_t *r) {
     r->phase = 0;
     r->rc = LP_OK;
-    r->err[0] = 0;
     r->dev_inflight = 0;
     r->state = LP_REQ_ACTIVE;
     return phase_begin(r);
 }
 
 int lp_engine_run(lp_req_t *r) {
-    int rc = begin(r);
-    if (rc != LP_OK) {
-        fail(r, rc);
-        return report(r);
+    int rc;
+    r->phase = 0;
+    r->rc = LP_OK;
+    r->dev_inflight = 0;
+    r->state = LP_REQ_ACTIVE;
+    if ((rc = phase_begin(r)) != LP_OK) fail(r, rc);
+    while (r->state == LP_REQ_ACTIVE) {         /* alone: no lock, exactly a blocking call */
+        if ((rc = advance(r)) != LP_OK) fail(r, rc);
+        if (r->state != LP_REQ_ACTIVE) break;
+        if (atomic_load_explicit(&lp_nactive, memory_order_relaxed) != 0) {
+            wait_for(r, 1);                      /* others are active: observe them too */
+            break;
+        }
+        if ((rc = observe_one(r, 1)) != LP_OK) fail(r, rc);
     }
-    wait_for(r, 1);
-    return report(r);
+    return r->rc == LP_OK ? LP_OK : report(r);
 }
 
 int lp_engine_start(lp_req_t *r) {
@@ -594,7 +616,7 @@ int lp_engine_start(lp_req_t *r) {
         r->next = active;
         if (active) active->prev = r;
         active = r;
-        atomic_fetch_add(&nactive, 1);
+        atomic_fetch_add(&lp_nactive, 1);
         atomic_fetch_add(&gen, 1);
         advance_or_fail(r);            /* post its first steps now */
         if (r->state != LP_REQ_ACTIVE) unlink_active(r);

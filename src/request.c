@@ -225,13 +225,14 @@ cleanup:
 /* give a start its tags: the context's next tag range, once no active request holds it */
 static int req_tags(lp_req_t *r) {
     lp_ctx_t *ctx = r->ctx;
-    unsigned long slot = ctx->seq++ % ctx->nslots;
-    if (lp_outstanding()) {
+    unsigned long slot = ctx->seq++ & (ctx->nslots - 1);
+    int others = atomic_load_explicit(&lp_nactive, memory_order_relaxed) != 0;
+    if (others) {
         int rc = lp_engine_slot_wait(ctx, slot);
         if (rc != LP_OK) return rc;
     }
     r->a.tag0 = (int)(slot * LP_TAGS_PER_REQ);
-    r->a.blocking = r->kind == LP_REQ_BLOCKING && lp_outstanding() == 0;
+    r->a.blocking = r->kind == LP_REQ_BLOCKING && !others;
     return LP_OK;
 }
 
@@ -276,18 +277,28 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         LP_TRY(lp_check_agree(ctx, v, 0));
     }
     LP_TRY(req_get(ctx, kind, &r));
+    const lp_plan_key_t key = {ch.alg, coll, dt, op, root, xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
+                               count, ch.chunk, (size_t)lp_window,
+                               (size_t)(ch.staging > 0 ? ch.staging : lp_staging), dev};
+    int devid = -1, replan = !r->planned || memcmp(&key, &r->key, sizeof key) != 0;
+    if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &devid));
     r->alg = ch.alg;
     r->a = (lp_args_t){
         .comm = ctx->comm, .rank = ctx->rank, .size = ctx->size, .coll = coll,
         .sbuf = sbuf, .rbuf = rbuf, .count = count, .dt = dt, .esize = esize, .op = op, .fn = fn,
         .root = root, .chunk_elems = ch.chunk / esize ? ch.chunk / esize : 1, .mem = mem,
         .dev = dev, .xport = xport, .window = (size_t)lp_window,
+        .piece = lp_max_msg_bytes >= esize ? lp_max_msg_bytes / esize * esize : esize,
         .staging = (size_t)(ch.staging > 0 ? ch.staging : lp_staging),
         .persistent = kind == LP_REQ_PERSISTENT,
     };
-    r->devid = -1;
-    if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &r->devid));
-    LP_TRY(req_plan(r));
+    r->devid = devid;
+    if (replan || devid >= 0) {
+        r->planned = 0;
+        LP_TRY(req_plan(r));
+        r->key = key;
+        r->planned = 1;
+    }
     if (kind == LP_REQ_PERSISTENT && r->sched && r->sched->init) LP_TRY(r->sched->init(r, &r->a));
     if (kind != LP_REQ_PERSISTENT) {
         LP_TRY(req_tags(r));

@@ -12,33 +12,26 @@ static lp_lane_t *lane_new(lp_req_t *r, const lp_args_t *a, int kind, size_t byt
         overflow_lane.owner = r;
         return &overflow_lane;
     }
+    /* every field a lane of this kind reads is set here or by its builder (no memset: a
+     * blocking call of a few bytes builds its lanes on every call) */
     lp_lane_t *l = &r->lane[r->nlanes++];
-    memset(l, 0, sizeof *l);
     l->kind = (unsigned char)kind;
+    l->ndeps = l->ndops = l->stream = 0;
     l->owner = r;
     l->a = a;
     l->bytes = bytes;
-    l->cb = cb && cb < bytes ? cb : (bytes ? bytes : 1);
-    l->n = (bytes + l->cb - 1) / l->cb;
+    if (cb && cb < bytes) {
+        l->cb = cb;
+        l->n = (bytes + cb - 1) / cb;
+    } else {                      /* one chunk (no division: small calls build lanes per call) */
+        l->cb = bytes ? bytes : 1;
+        l->n = bytes != 0;
+    }
     l->W = a->window ? a->window : 1;
     l->rop = a->op;
     l->fn = a->fn;
-    for (int i = 0; i < LP_REGIONS_MAX; i++) l->r[i].stride = l->cb;
+    l->issued = l->done = l->islot = l->dslot = 0;
     return l;
-}
-
-void lp_lane_region(lp_lane_t *l, int i, const void *base) {
-    if (!l) return;
-    l->r[i].base = (char *)base;
-    l->r[i].stride = l->cb;
-    l->r[i].slots = 0;
-}
-
-void lp_lane_slots(lp_lane_t *l, int i, const void *base, size_t stride, unsigned slots) {
-    if (!l) return;
-    l->r[i].base = (char *)base;
-    l->r[i].stride = stride;
-    l->r[i].slots = slots ? slots : 1;
 }
 
 void lp_lane_after(lp_lane_t *l, const lp_lane_t *m, long lag) {
@@ -121,9 +114,4 @@ lp_lane_t *lp_lane_dev(lp_req_t *r, const lp_args_t *a, int stream, size_t bytes
     l->stream = (unsigned char)stream;
     l->W = a->staging ? a->staging : 1;
     return l;
-}
-
-size_t lp_piece_bytes(const lp_args_t *a) {
-    size_t n = lp_max_msg_bytes / a->esize;
-    return (n ? n : 1) * a->esize;
 }

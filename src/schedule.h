@@ -73,6 +73,7 @@ typedef struct {
     lp_reduce_fn fn;        /* REDUCE on host memory: its kernel */
     /* progress (progress.c only) */
     size_t issued, done;
+    size_t islot, dslot;    /* issued mod W, done mod W: the next request slot / event */
     size_t req0;            /* first of its W request slots */
     int ev0;                /* DEV: first of its W events */
 } lp_lane_t;
@@ -121,13 +122,23 @@ lp_lane_t *lp_lane_native(lp_req_t *r, const struct lp_args *a, const void *sbuf
 lp_lane_t *lp_lane_dev(lp_req_t *r, const struct lp_args *a, int stream, size_t bytes, size_t cb);
 void lp_lane_dop(lp_lane_t *l, int kind, int dst, int x, int y);
 /* region i of l: contiguous from base (stride = chunk bytes) */
-void lp_lane_region(lp_lane_t *l, int i, const void *base);
+static inline void lp_lane_region(lp_lane_t *l, int i, const void *base) {
+    if (!l) return;
+    l->r[i].base = (char *)base;
+    l->r[i].stride = l->cb;
+    l->r[i].slots = 0;
+}
 /* region i of l: a ring of `slots` chunk slots of `stride` bytes from base */
-void lp_lane_slots(lp_lane_t *l, int i, const void *base, size_t stride, unsigned slots);
+static inline void lp_lane_slots(lp_lane_t *l, int i, const void *base, size_t stride, unsigned slots) {
+    if (!l) return;
+    l->r[i].base = (char *)base;
+    l->r[i].stride = stride;
+    l->r[i].slots = slots ? slots : 1;
+}
 /* step k of l waits for step k + lag of m (m NULL: no dependency) */
 void lp_lane_after(lp_lane_t *l, const lp_lane_t *m, long lag);
 
 /* chunk bytes of whole-buffer transfers: the largest MPI message, in whole elements */
-size_t lp_piece_bytes(const struct lp_args *a);
+#define lp_piece_bytes(a) ((a)->piece)
 
 #endif

@@ -25,9 +25,11 @@ from mpi4py import MPI
 import lpmpi
 from lpmpi._units import parse_size, parse_sizes
 from lpmpi.bench.cases import AUTO, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
+from lpmpi.bench.forms import FORMS, run_forms
 from lpmpi.bench.grid import run_compare_grid
 from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
 from lpmpi.bench.memory import MEMORY_BACKENDS, memory_backend
+from lpmpi.bench.overlap import COMPUTES, run_overlap
 from lpmpi.bench.report import environment_header, format_header
 from lpmpi.bench.rows import measure_memory_bandwidth, run_collective
 from lpmpi.bench.scaling import run_scaling
@@ -128,6 +130,26 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         action="store_true",
         help="time against P: every algorithm on sub-communicators of 2..P ranks, in this one run",
     )
+    p.add_argument(
+        "--forms",
+        type=lambda t: [f.strip() for f in t.split(",") if f.strip()],
+        help=f"time each algorithm in these forms side by side: a comma-separated subset of "
+        f"{','.join(FORMS)} (nonblocking: i* + wait; persistent: *_init, start + wait; inplace: "
+        "IN_PLACE), with each form's time over the blocking call's",
+    )
+    p.add_argument(
+        "--overlap",
+        action="store_true",
+        help="allreduce: start iallreduce, compute for about as long, wait; the overlap efficiency "
+        "with and without the progress thread (default algorithms: auto)",
+    )
+    p.add_argument(
+        "--compute",
+        type=lambda t: [f.strip() for f in t.split(",") if f.strip()],
+        default=list(COMPUTES),
+        help=f"--overlap: the compute phases, a subset of {','.join(COMPUTES)} (sleep: a GIL-releasing "
+        "wait, numpy: a numpy kernel; default both)",
+    )
     return p
 
 
@@ -145,6 +167,18 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
         p.error("--warmup must be >= 0")
     if not args.min_time > 0:
         p.error("--min-time must be > 0")
+    if args.forms is not None:
+        bad = [f for f in args.forms if f not in FORMS]
+        if bad or not args.forms:
+            p.error(f"--forms: unknown {', '.join(bad) or '(none given)'} (known: {', '.join(FORMS)})")
+    bad = [c for c in args.compute if c not in COMPUTES]
+    if bad or not args.compute:
+        p.error(f"--compute: unknown {', '.join(bad) or '(none given)'} (known: {', '.join(COMPUTES)})")
+    modes = [m for m in ("compare_grid", "scaling", "forms", "overlap") if getattr(args, m)]
+    if len(modes) > 1:
+        p.error("--" + " and --".join(m.replace("_", "-") for m in modes) + " cannot be combined")
+    if args.overlap and args.collective != "allreduce":
+        p.error("--overlap measures allreduce (--collective allreduce)")
     if args.algorithms is not None:
         collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
         known = {a for c in collectives for a in lpmpi.algorithms(c)} | {AUTO, MPI4PY}
@@ -180,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     backend = memory_backend(args.memory, comm)
     collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
     all_rows: list[Row] = []
+    overlap_rows: list[dict[str, Any]] = []
     summaries: dict[str, Any] = {}
     for collective in collectives:
         cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op)
@@ -187,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             cases = [c for c in cases if c.label != MPI4PY]
         if args.compare_grid:
             cases = [Case(AUTO, AUTO)]  # (the grid's cases are built per size)
+        if args.forms or args.overlap:
+            cases = [c for c in cases if c.algorithm is not None]   # lpmpi's own forms only
+            if args.overlap and args.algorithms is None:
+                cases = [Case(AUTO, AUTO)]
         if not cases:
             out(f"# {collective}: none of the requested algorithms applies")
             continue
@@ -196,6 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows, summaries[collective] = run_compare_grid(comm, s, counts, out)
         elif args.scaling:
             rows, summaries[collective] = run_scaling(comm, s, counts, cases, out)
+        elif args.forms:
+            rows, summaries[collective] = run_forms(comm, s, counts, cases, args.forms, out)
+        elif args.overlap:
+            overlap_rows, summaries[collective] = run_overlap(comm, s, counts, cases, args.compute, out)
+            rows = []
         else:
             rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
         all_rows.extend(rows)
@@ -211,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = {
             "header": header,
             "rows": [asdict(r) for r in all_rows],
+            **({"overlap": overlap_rows} if overlap_rows else {}),
             "summary": summaries,
             "status": "failed" if failed else "ok",
         }

@@ -1,0 +1,202 @@
+"""``python -m lpmpi.bench --forms blocking,nonblocking,persistent,inplace``: the same collective
+in several forms, side by side.
+
+    mpiexec -n 2 python -m lpmpi.bench --forms blocking,nonblocking,persistent,inplace \\
+        --algorithms lp,ring,auto --sizes 8,1M,64MiB
+
+For every size and every case (algorithm or ``auto``), each form is one row, and all rows of
+a size are measured together by :func:`lpmpi.bench.harness.measure` (interleaved, median of the
+slowest rank):
+
+- ``blocking``     ``lpmpi.allreduce(x, y)`` (the plain benchmark's row);
+- ``nonblocking``  ``lpmpi.iallreduce(x, y).wait()`` (label ``ALG/nb``): what a start and a wait
+  cost against the blocking call;
+- ``persistent``   ``p.start(); p.wait()`` of ``lpmpi.allreduce_init(x, y)`` made once (``ALG/pers``);
+- ``inplace``      ``lpmpi.allreduce(lpmpi.IN_PLACE, z)`` (``ALG/inpl``; allreduce and reduce):
+  the pattern of training loops, against out of place.
+
+Every row's result is checked as in the plain benchmark (the in-place one on a fresh copy of the
+input).  The summary gives each form's time over the blocking out-of-place call's, per case and
+size.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+import lpmpi
+from lpmpi._units import format_bytes
+from lpmpi.bench import harness
+from lpmpi.bench.cases import AUTO, NATIVE, Case, Row, Settings, bus_factor, make_call
+from lpmpi.bench.memory import selection_memory
+from lpmpi.bench.report import format_row, format_table_header
+from lpmpi.bench.verify import check_case, make_buffers, native_reference, same_result
+
+FORMS = ("blocking", "nonblocking", "persistent", "inplace")
+SUFFIX = {"blocking": "", "nonblocking": "/nb", "persistent": "/pers", "inplace": "/inpl"}
+
+
+def _kw(case: Case) -> dict[str, Any]:
+    return {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
+
+
+def _nonblocking(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> Callable[[], Any]:
+    kw = _kw(case)
+    if s.collective == "allreduce":
+        start = functools.partial(lpmpi.iallreduce, bufs.send, bufs.recv, s.op, comm, **kw)
+    elif s.collective == "reduce":
+        start = functools.partial(lpmpi.ireduce, bufs.send, bufs.recv, s.op, s.root, comm, **kw)
+    else:
+        start = functools.partial(lpmpi.ibcast, bufs.send, s.root, comm, **kw)
+    return lambda: start().wait()
+
+
+def _persistent(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Callable[[], Any], Any]:
+    kw = _kw(case)
+    if s.collective == "allreduce":
+        req = lpmpi.allreduce_init(bufs.send, bufs.recv, s.op, comm, **kw)
+    elif s.collective == "reduce":
+        req = lpmpi.reduce_init(bufs.send, bufs.recv, s.op, s.root, comm, **kw)
+    else:
+        req = lpmpi.bcast_init(bufs.send, s.root, comm, **kw)
+
+    def call() -> Any:
+        req.start()
+        return req.wait()
+    return call, req
+
+
+def _inplace(case: Case, s: Settings, buf: Any, comm: MPI.Comm) -> Callable[[], Any]:
+    kw = _kw(case)
+    if s.collective == "allreduce":
+        return functools.partial(lpmpi.allreduce, lpmpi.IN_PLACE, buf, s.op, comm, **kw)
+    if comm.Get_rank() == s.root:
+        return functools.partial(lpmpi.reduce, lpmpi.IN_PLACE, buf, s.op, s.root, comm, **kw)
+    return functools.partial(lpmpi.reduce, buf, None, s.op, s.root, comm, **kw)
+
+
+def _check_inplace(comm: MPI.Comm, s: Settings, case: Case, orig: np.ndarray, reference: Any) -> str | None:
+    """The in-place call's result, on a fresh copy of the input, against native's."""
+    buf = s.backend.from_host(orig)
+    _inplace(case, s, buf, comm)()
+    why = None
+    full = reference[2]
+    if (s.collective == "allreduce" or comm.Get_rank() == s.root) and full is not None:
+        got = s.backend.to_host(buf).reshape(-1)
+        if not same_result(got, full.reshape(-1), s.dtype, comm.Get_size()):
+            why = "in-place result differs from native's"
+    whys = comm.allgather(why)
+    return next((f"rank {r}: {w}" for r, w in enumerate(whys) if w is not None), None)
+
+
+def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case],
+                   forms: Sequence[str]) -> list[Row]:
+    """Every (case, form) of one size, measured together; rows in (case, form) order."""
+    rank, nprocs = comm.Get_rank(), comm.Get_size()
+    nbytes = count * s.dtype.itemsize
+    root = s.root if s.collective != "allreduce" else None
+    bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root)
+    inplace_buf = s.backend.from_host(bufs.orig) if s.collective != "bcast" else None
+    native = None
+    if NATIVE in lpmpi.algorithms(s.collective):
+        native = make_call(Case(NATIVE, NATIVE), s.collective, bufs, s.op, s.root, comm)
+    reference = native_reference(comm, s, bufs, count, native) if s.check else (None, None, None)
+    rows: dict[str, Row] = {}
+    calls: dict[str, Callable[[], Any]] = {}
+    checks: dict[str, Callable[[], str | None]] = {}
+    persistent: list[Any] = []
+    memory = selection_memory(s.backend)
+    for case in cases:
+        for form in forms:
+            if form == "inplace" and inplace_buf is None:
+                continue
+            label = case.label + SUFFIX[form]
+            row = Row(s.collective, label, case.algorithm, case.chunk_bytes, nbytes, count, s.dtype.name,
+                      s.op, root, nprocs)
+            if case.algorithm == AUTO and form == "blocking":
+                row.selected_algorithm, row.selected_chunk_bytes = lpmpi.select(
+                    s.collective, nbytes, comm, memory=memory)
+            rows[label] = row
+            try:
+                if form == "blocking":
+                    call = make_call(case, s.collective, bufs, s.op, s.root, comm)
+                elif form == "nonblocking":
+                    call = _nonblocking(case, s, bufs, comm)
+                elif form == "persistent":
+                    call, req = _persistent(case, s, bufs, comm)
+                    persistent.append(req)
+                else:
+                    call = _inplace(case, s, inplace_buf, comm)
+            except Exception as exc:  # noqa: BLE001 - shown in the row
+                row.error = f"{type(exc).__name__}: {exc}"
+            row.error = row.error or harness.probe(comm, call)
+            if row.error is not None:
+                row.check = "ERROR"
+                continue
+            calls[label] = call
+            if form == "inplace":
+                checks[label] = functools.partial(_check_inplace, comm, s, case, bufs.orig, reference)
+            else:
+                checks[label] = functools.partial(check_case, comm, s, call, bufs, reference)
+    labels = list(calls)
+    reps = harness.Repetitions(min_time=s.min_time, fixed=s.reps)
+    timings = harness.measure(comm, [calls[label] for label in labels], reps, warmup=s.warmup)
+    for label, t in zip(labels, timings):
+        row = rows[label]
+        row.reps = t.reps
+        row.time_us = t.median * 1e6
+        row.min_us, row.max_us = t.min * 1e6, t.max * 1e6
+        row.algbw_GBps = nbytes / row.time_us / 1e3
+        row.busbw_GBps = row.algbw_GBps * bus_factor(s.collective, nprocs)
+    native_row = rows.get(NATIVE)
+    for label in labels:
+        row = rows[label]
+        if native_row is not None and native_row.time_us and row.time_us:
+            row.speedup_vs_native = native_row.time_us / row.time_us
+        if s.check:
+            row.error = checks[label]()
+            row.check = "ok" if row.error is None else "MISMATCH"
+    for req in persistent:
+        req.free()
+    return list(rows.values())
+
+
+def run_forms(comm: MPI.Comm, s: Settings, counts: Sequence[int], cases: Sequence[Case],
+              forms: Sequence[str], out: Callable[[str], None]) -> tuple[list[Row], dict[str, Any]]:
+    """The forms table of one collective over all sizes, and its summary."""
+    nprocs = comm.Get_size()
+    out("")
+    out(f"# {s.collective} --forms {','.join(forms)}  dtype={s.dtype.name}  op={s.op}  P={nprocs}")
+    out(format_table_header())
+    rows: list[Row] = []
+    for count in counts:
+        size_rows = run_forms_size(comm, s, count, cases, forms)
+        rows.extend(size_rows)
+        for row in size_rows:
+            out(format_row(row))
+        out("")
+    by = {(r.nbytes, r.label): r for r in rows}
+    summary: dict[str, Any] = {}
+    others = [f for f in forms if f != "blocking"]
+    if "blocking" in forms and others:
+        out(f"# summary ({s.collective}, P={nprocs}): time of each form / time of the blocking call, "
+            "out of place")
+        out(f"{'size':>10}  {'case':<9}  " + "  ".join(f"{f:>11}" for f in others))
+        for nbytes in dict.fromkeys(r.nbytes for r in rows):
+            for case in cases:
+                base = by.get((nbytes, case.label))
+                if base is None or not base.time_us:
+                    continue
+                cells = []
+                for f in others:
+                    r = by.get((nbytes, case.label + SUFFIX[f]))
+                    ratio = r.time_us / base.time_us if r is not None and r.time_us else None
+                    cells.append(f"{ratio:11.3f}" if ratio else f"{'-':>11}")
+                    if ratio:
+                        summary.setdefault(f, {}).setdefault(case.label, {})[str(nbytes)] = ratio
+                out(f"{format_bytes(nbytes):>10}  {case.label:<9}  " + "  ".join(cells))
+    return rows, summary
