@@ -586,6 +586,10 @@ cdef void _warn_tables() noexcept:
     except Exception:   # warnings turned into errors must not stop the collective midway
         pass
 
+# the largest message whose nonblocking or persistent start keeps the GIL (releasing and taking
+# it back costs about as much as the start itself; above this a start may reduce or copy)
+cdef size_t _START_WITH_GIL = 256 << 10
+
 # ---------------------------------------------------------------- the message of a call
 @cython.no_gc          # holds buffers and their objects, never itself: no cycle through it
 @cython.freelist(8)
@@ -724,16 +728,23 @@ cdef class Message:
         return 0
 
     cdef lp_req_t *request(self, int kind) except? NULL:
-        """The engine's request for this call (GIL released): LP_REQ_BLOCKING runs it to
-        completion (returns NULL), LP_REQ_NONBLOCKING starts it, LP_REQ_PERSISTENT makes it
-        inactive.  A failure raises."""
+        """The engine's request for this call: LP_REQ_BLOCKING runs it to completion (returns
+        NULL, GIL released), LP_REQ_NONBLOCKING starts it, LP_REQ_PERSISTENT makes it inactive.
+        A start keeps the GIL unless it may block or work long: a communicator's first call
+        (collective), LPMPI_CHECK (an agreement), large messages (local work on the spot).
+        A failure raises."""
         cdef int rc = LP_OK
         cdef lp_req_t *req = NULL
         cdef lp_req_t **out = NULL if kind == LP_REQ_BLOCKING else &req
+        cdef size_t nbytes = self.s.count * lp_dtype_size(self.s.dtype)
         self.prepare()
         if _debug:
             _debug_log(self)
-        with nogil:
+        if kind == LP_REQ_BLOCKING or _check_enabled or nbytes > _START_WITH_GIL:
+            with nogil:
+                rc = lp_request(out, kind, self.coll, self.comm, self.s.ptr, self.rptr, self.s.count,
+                                self.s.dtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
+        else:
             rc = lp_request(out, kind, self.coll, self.comm, self.s.ptr, self.rptr, self.s.count,
                             self.s.dtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
         if rc != LP_OK:
@@ -900,8 +911,11 @@ cdef class Request:
         reduce, buf for bcast.  Raises LPError if it failed."""
         cdef int rc
         self._check()
-        with nogil:
-            rc = lp_wait(self.req)
+        if lp_req_active(self.req):
+            with nogil:
+                rc = lp_wait(self.req)
+        else:
+            rc = lp_wait(self.req)       # complete: its outcome, at once
         if _norphans:
             _reap_orphans()
         if rc != LP_OK:
@@ -930,7 +944,10 @@ cdef class Request:
                              "starting it again")
         if _norphans:
             _reap_orphans()
-        with nogil:
+        if self.msg.s.count * lp_dtype_size(self.msg.s.dtype) > _START_WITH_GIL:
+            with nogil:
+                rc = lp_start(self.req)
+        else:
             rc = lp_start(self.req)
         if rc != LP_OK:
             _raise_status(rc)

@@ -22,7 +22,8 @@
  * and wait for their release (a condition variable) when everything they need is owned.  So
  * no thread ever holds the lock while it blocks, and a request is observed by one thread at a
  * time.  The optional progress thread (lp_progress_thread) loops: advance, test, advance,
- * yielding the processor when nothing moved and sleeping when nothing is active. */
+ * yielding the processor when nothing moved, and sleeping when nothing is active or a waiter
+ * observes everything (a waiter blocks in MPI_Waitsome whether the thread runs or not). */
 #include "engine.h"
 #include <pthread.h>
 #include <sched.h>
@@ -555,20 +556,19 @@ static void wait_for(lp_req_t *r, int private_req) {
             sched_yield();
             continue;
         }
+        /* the waiter blocks in MPI on everything it owns; a progress thread finds nothing
+         * left to observe and sleeps meanwhile (two threads polling one core would halve it) */
         unsigned long g0 = atomic_load(&gen);
-        int poll = atomic_load(&pt_running);
         pthread_mutex_unlock(&E);
         size_t done0 = count_done();
         do {
-            observe_set(!poll);
+            observe_set(1);
             for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
-        } while (r->state == LP_REQ_ACTIVE && !poll && count_done() == done0 &&
-                 atomic_load(&gen) == g0);
+        } while (r->state == LP_REQ_ACTIVE && count_done() == done0 && atomic_load(&gen) == g0);
         pthread_mutex_lock(&E);
         release_all(private_req ? r : NULL);
         pthread_mutex_unlock(&E);
         if (r->state != LP_REQ_ACTIVE) return;
-        if (poll) sched_yield();
     }
 }
 
