@@ -28,8 +28,8 @@
  *
  * SMPI specifics, all outside src/ (whose files are compiled unchanged):
  *   - big buffers come from SMPI_SHARED_MALLOC, so P = 1024 ranks of 64 MiB fit in memory;
- *   - context.c is compiled with -Dposix_memalign=lpsim_posix_memalign and collectives.c
- *     with -Dlp_reduce_kernel=lpsim_reduce_kernel (sim/Makefile): the contexts' scratch arena
+ *   - request.c is compiled with -Dposix_memalign=lpsim_posix_memalign and
+ *     -Dlp_reduce_kernel=lpsim_reduce_kernel (sim/Makefile): the requests' scratch
  *     comes from shared memory above 1 MiB, and the kernel a call picks is wrapped so that a
  *     reduction costs --charge-gamma seconds per byte of simulated time, and runs for real
  *     only with --real-reduce 1 or --verify.  reduce.c itself keeps the real lp_reduce_kernel.
@@ -68,7 +68,7 @@ int lpsim_posix_memalign(void **p, size_t align, size_t size) {
     return posix_memalign(p, align, size);
 }
 
-/* the kernel collectives.c asked for, and its element size (one collective at a time per rank;
+/* the kernel request.c asked for, and its element size (one collective at a time per rank;
  * globals are private to each simulated rank under SMPI's privatization) */
 static lp_reduce_fn real_fn;
 static size_t real_esize;

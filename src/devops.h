@@ -18,7 +18,7 @@
  * share one.  Every call returns an LP_* status and records a message (lp_errmsg) on failure.
  * Operations are asynchronous with respect to the host: only query (when *done is set) and
  * sync order them.  Memory: each request allocates its own pinned and device scratch once
- * (alloc) and frees it when it is freed (free). */
+ * (mem_alloc) and frees it when it is freed (mem_free). */
 #ifndef LPMPI_DEVOPS_H
 #define LPMPI_DEVOPS_H
 
@@ -53,8 +53,8 @@ typedef struct lp_devops {
     int (*query)(int event, int *done);    /* *done = 1 once the work before the record ran */
     int (*sync)(int stream);
     /* `bytes` of pinned host or device memory (kind LP_ALLOC_*), on the current device */
-    int (*alloc)(int kind, size_t bytes, void **out);
-    void (*free)(int kind, void *p);       /* after every operation that used it */
+    int (*mem_alloc)(int kind, size_t bytes, void **out);
+    void (*mem_free)(int kind, void *p);   /* after every operation that used it */
     void (*release)(void);                 /* free every stream and event (finalize) */
 } lp_devops_t;
 

@@ -201,5 +201,5 @@ const lp_devops_t lp_devops_emul = {
     .d2h = e_copy, .h2d = e_copy, .d2d = e_copy,
     .reduce = e_reduce, .scale = e_scale,
     .record = e_record, .query = e_query, .sync = e_sync,
-    .alloc = e_alloc, .free = e_free, .release = e_release,
+    .mem_alloc = e_alloc, .mem_free = e_free, .release = e_release,
 };

@@ -30,7 +30,7 @@ static void area_free(lp_req_t *r, int i) {
     } else {
         const lp_devops_t *d = r->area_ops[i];
         int saved = 0, entered = d->enter(r->area_dev[i], &saved) == LP_OK;
-        d->free(r->area_kind[i], r->area[i]);
+        d->mem_free(r->area_kind[i], r->area[i]);
         if (entered) d->leave(saved);
     }
     r->area[i] = NULL;
@@ -54,7 +54,7 @@ static int area_reserve(lp_req_t *r, int i, size_t bytes, int kind) {
     } else {
         LP_TRY(d->enter(r->devid, &saved));
         entered = 1;
-        LP_TRY(d->alloc(kind, want, &p));
+        LP_TRY(d->mem_alloc(kind, want, &p));
     }
     r->area[i] = p;
     r->area_bytes[i] = want;
