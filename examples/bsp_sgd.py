@@ -22,16 +22,29 @@ P = 1 up to float32 rounding (the sums are taken in another order); tests/test_b
 per-iteration losses to a relative 1e-5 over a few iterations, for every algorithm (the
 differences seen are about 1e-7, float32 rounding).
 
+Overlap (``--overlap``): as PyTorch DDP does with gradient buckets, the gradient of each layer
+is averaged by its own ``lpmpi.iallreduce`` (in place, op "avg"), started as soon as backward
+has produced it (the last layer first, with the loss), while backward goes on with the layers
+below; all are waited for before the update.  ``--buckets layer`` averages the same per-layer
+buckets without overlap (blocking calls after backward), so the two train bitwise alike with
+one algorithm and chunk size: the same messages, only the timing differs (the fused buffer of
+the default differs from per-layer buckets by float32 rounding where an algorithm's reduction
+order depends on an element's place in the message: lp and ring at P >= 3).
+``--progress-thread`` starts lpmpi's progress thread, which moves the started allreduces along
+while backward computes (without it, only the chunks already posted move until the waits).
+
 Per epoch it prints the training loss (mean over the epoch's batches), the accuracy on the
 held-out part of the data set, and the time split: ``compute_s`` (forward and backward
-passes, the slowest rank's sum) and ``comm_s`` (time inside lpmpi calls, the slowest rank's
-sum; the first epoch includes the parameters' bcast).  ``--json PATH`` writes a list with one
-record per (algorithm, epoch).
+passes and the update, the slowest rank's sum; with --overlap the starts too) and ``comm_s``
+(time the rank waited on or ran lpmpi collectives, the slowest rank's sum; the first epoch
+includes the parameters' bcast): what overlap hides comes off ``comm_s``.  ``--json PATH``
+writes a list with one record per (algorithm, epoch).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -98,8 +111,11 @@ class MLP:
             h = np.maximum(h @ p[i] + p[i + 1], 0)
         return h @ p[-2] + p[-1]
 
-    def loss_and_grad(self, x: np.ndarray, y: np.ndarray, grad: np.ndarray) -> float:
-        """Write d(sum of losses over the rows of x)/d(params) into ``grad``; return the loss sum."""
+    def loss_and_grad(self, x: np.ndarray, y: np.ndarray, grad: np.ndarray,
+                      layer_done: Any = None) -> float:
+        """Write d(sum of losses over the rows of x)/d(params) into ``grad``; return the loss sum.
+        ``layer_done(layer, loss_sum)``, if given, is called as soon as a layer's gradient is in
+        ``grad`` (the last layer first)."""
         p = self.views(self.flat)
         g = self.views(grad)
         acts = [x]
@@ -119,6 +135,8 @@ class MLP:
             a = acts[i // 2]
             np.matmul(a.T, d, out=g[i])
             np.sum(d, axis=0, out=g[i + 1])
+            if layer_done is not None:
+                layer_done(i // 2, loss)
             if i:
                 d = d @ p[i].T
                 d *= a > 0
@@ -157,6 +175,24 @@ def train(args: argparse.Namespace, algorithm: str, comm: MPI.Comm, data: tuple)
     grad = fused[:-1]
     lo, hi = share(args.batch, nprocs, rank)
     weight = nprocs * (hi - lo) / args.batch  # local mean -> this rank's part of the global mean
+    # per-layer buckets of `fused` (layer k's weights and bias; the last layer's with the loss)
+    nlayers = len(model.shapes) // 2
+    bounds = [(model.offsets[2 * k], model.offsets[2 * k + 2]) for k in range(nlayers)]
+    bounds[-1] = (bounds[-1][0], model.nparams + 1)
+    buckets = [fused[a:b] for a, b in bounds]
+    scale = DTYPE(weight / (hi - lo)) if hi > lo else DTYPE(0)
+    requests: list[Any] = []
+
+    def layer_done(k: int, loss_sum: float) -> None:
+        """--overlap: layer k's gradient is ready: scale it and start its average."""
+        if k == nlayers - 1:
+            fused[-1] = loss_sum * (weight / (hi - lo))
+        b = buckets[k]
+        if k == nlayers - 1:
+            b[:-1] *= scale
+        else:
+            b *= scale
+        requests.append(lpmpi.iallreduce(lpmpi.IN_PLACE, b, op="avg", **kw))
     iters = len(ytr) // args.batch
     if args.iterations:
         iters = min(iters, args.iterations)
@@ -168,15 +204,26 @@ def train(args: argparse.Namespace, algorithm: str, comm: MPI.Comm, data: tuple)
         for it in range(iters):
             idx = order[it * args.batch + lo : it * args.batch + hi]
             t0 = clock()
-            if hi > lo:
+            if args.overlap and hi > lo:       # backward starts each layer's average
+                model.loss_and_grad(xtr[idx], ytr[idx], grad, layer_done)
+            elif hi > lo:
                 loss_sum = model.loss_and_grad(xtr[idx], ytr[idx], grad)
-                scale = DTYPE(weight / (hi - lo))
                 grad *= scale
                 fused[-1] = loss_sum * (weight / (hi - lo))
             else:  # more ranks than samples in a batch: contribute zeros
                 fused[...] = 0
+                if args.overlap:
+                    requests.extend(lpmpi.iallreduce(lpmpi.IN_PLACE, buckets[k], op="avg", **kw)
+                                    for k in reversed(range(nlayers)))
             t1 = clock()
-            lpmpi.allreduce(lpmpi.IN_PLACE, fused, op="avg", **kw)
+            if args.overlap:
+                lpmpi.waitall(requests)
+                requests.clear()
+            elif args.buckets == "layer":
+                for k in reversed(range(nlayers)):
+                    lpmpi.allreduce(lpmpi.IN_PLACE, buckets[k], op="avg", **kw)
+            else:
+                lpmpi.allreduce(lpmpi.IN_PLACE, fused, op="avg", **kw)
             t2 = clock()
             model.flat -= DTYPE(args.lr) * grad
             t3 = clock()
@@ -207,6 +254,10 @@ def train(args: argparse.Namespace, algorithm: str, comm: MPI.Comm, data: tuple)
                 "seed": args.seed,
                 "bcast_s": bcast_s if epoch == 0 else 0.0,
                 "param_checksum": float(np.sum(model.flat, dtype=np.float64)),
+                "param_digest": hashlib.sha1(model.flat.tobytes()).hexdigest(),
+                "overlap": bool(args.overlap),
+                "buckets": "layer" if args.overlap else args.buckets,
+                "progress_thread": bool(args.progress_thread),
                 "measured": True,
             }
         )
@@ -214,7 +265,8 @@ def train(args: argparse.Namespace, algorithm: str, comm: MPI.Comm, data: tuple)
             print(
                 f"{algorithm:>6}  epoch {epoch + 1:3d}  loss {records[-1]['loss']:.6f}  "
                 f"accuracy {acc:.4f}  compute {compute:8.3f} s  comm {comm_t:8.3f} s  "
-                f"({100 * comm_t / max(compute + comm_t, 1e-12):4.1f}% comm)",
+                f"({100 * comm_t / max(compute + comm_t, 1e-12):4.1f}% comm)"
+                + ("  [overlap]" if args.overlap else ""),
                 flush=True,
             )
     return records
@@ -238,6 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="write the per-epoch records here (rank 0)")
+    p.add_argument("--overlap", action="store_true",
+                   help="average each layer's gradient with iallreduce as soon as backward produced it, "
+                   "wait before the update (per-layer buckets)")
+    p.add_argument("--buckets", choices=["fused", "layer"], default="fused",
+                   help="without --overlap: one fused allreduce (default) or one per layer, blocking, "
+                   "after backward (--overlap's messages without the overlap)")
+    p.add_argument("--progress-thread", action="store_true",
+                   help="start lpmpi's progress thread (advances the started allreduces during backward)")
     return p
 
 
@@ -252,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         if a != "auto" and a not in lpmpi.algorithms("allreduce"):
             raise SystemExit(f"unknown algorithm {a!r} (known: {', '.join(lpmpi.algorithms('allreduce'))})")
     data = load_data(args.seed)
+    if args.progress_thread:
+        lpmpi.progress_thread(True)
     records: list[dict[str, Any]] = []
     if comm.Get_rank() == 0:
         nparams = sum(

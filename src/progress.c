@@ -29,6 +29,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static pthread_mutex_t E = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t Ec = PTHREAD_COND_INITIALIZER;   /* released, completed, started, stop */
@@ -383,7 +384,7 @@ static int set_push(lp_req_t *r) {
 
 /* one request's completions.  block: wait for at least one (unless device work is in flight,
  * whose completion no MPI call reports: then test and yield) */
-static int observe_one(lp_req_t *r, int block) {
+static int observe_one(lp_req_t *r, int block, int *seen) {
     int rc = LP_OK, cnt = 0;
     block = block && !r->dev_inflight;
     if (r->nreq) {
@@ -402,24 +403,29 @@ static int observe_one(lp_req_t *r, int block) {
     }
     for (int i = 0; i < cnt; i++) r->fin[r->idx[i]] = 1;
     if (!cnt && r->dev_inflight) sched_yield();
+    if (seen) *seen = cnt;
 cleanup:
     return rc;
 }
 
-/* the completions of every request of G.set (owned by this thread, engine lock released) */
-static void observe_set(int block) {
+/* the completions of every request of G.set (owned by this thread, engine lock released);
+ * returns how many MPI requests it saw complete */
+static int observe_set(int block) {
     int rc = LP_OK, cnt = 0, dev = 0;
     size_t m = 0;
     if (G.nset == 1) {
         lp_req_t *r = G.set[0];
-        if (r->state == LP_REQ_ACTIVE && (rc = observe_one(r, block)) != LP_OK) fail(r, rc);
-        return;
+        if (r->state == LP_REQ_ACTIVE && (rc = observe_one(r, block, &cnt)) != LP_OK) fail(r, rc);
+        return cnt;
     }
     for (size_t j = 0; j < G.nset; j++) {
         lp_req_t *r = G.set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
         dev = dev || r->dev_inflight;
-        if (gather_room(m + r->nreq) != LP_OK) { fail(r, LP_ERR_NOMEM); continue; }
+        if (gather_room(m + r->nreq) != LP_OK) {
+            fail(r, LP_ERR_NOMEM);
+            continue;
+        }
         for (size_t i = 0; i < r->nreq; i++) {
             if (r->reqs[i] == MPI_REQUEST_NULL || r->fin[i]) continue;
             G.q[m] = r->reqs[i];
@@ -435,7 +441,7 @@ static void observe_set(int block) {
             for (size_t j = 0; j < G.nset; j++)
                 if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
         }
-        return;
+        return 0;
     }
     int mrc = block && !dev ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
                             : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
@@ -443,7 +449,7 @@ static void observe_set(int block) {
         rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Waitsome");
         for (size_t j = 0; j < G.nset; j++)
             if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
-        return;
+        return 0;
     }
     if (cnt == MPI_UNDEFINED) cnt = 0;
     for (int j = 0; j < cnt; j++) {
@@ -458,6 +464,7 @@ static void observe_set(int block) {
         r->fin[G.slot[i]] = 1;
     }
     if (!cnt && dev) sched_yield();
+    return cnt;
 }
 
 /* ------------------------------------------------------------------------------- the lists */
@@ -535,7 +542,7 @@ static void wait_for(lp_req_t *r, int private_req) {
             advance_or_fail(r);
             if (r->state != LP_REQ_ACTIVE) return;
             if (atomic_load(&lp_nactive) == 0) {   /* alone: no lock, exactly a blocking call */
-                int rc = observe_one(r, 1);
+                int rc = observe_one(r, 1, NULL);
                 if (rc != LP_OK) fail(r, rc);
                 continue;
             }
@@ -600,7 +607,7 @@ int lp_engine_run(lp_req_t *r) {
             wait_for(r, 1);                      /* others are active: observe them too */
             break;
         }
-        if ((rc = observe_one(r, 1)) != LP_OK) fail(r, rc);
+        if ((rc = observe_one(r, 1, NULL)) != LP_OK) fail(r, rc);
     }
     return r->rc == LP_OK ? LP_OK : report(r);
 }
@@ -691,25 +698,49 @@ int lp_engine_drain(lp_ctx_t *ctx) {
 }
 
 /* ------------------------------------------------------------------------------- the thread */
+/* The thread: advance, test, advance, as long as anything it can observe is active.  Polling
+ * is what moves messages along (the MPI library progresses inside the calls), so it spins,
+ * yielding the processor after every pass that completed no request (the threads of two ranks
+ * may share a core: one that never yields starves the other and the pipeline between them),
+ * and naps (IDLE_NAP_NS at a time) once no transfer has completed for IDLE_NS: the peers are
+ * then busy elsewhere (computing before they start their side), and a computation sharing this
+ * core should not be slowed down by a thread that has nothing to do.  Nothing active, or everything observed by a waiter: it sleeps until a
+ * start or a release. */
+enum { IDLE_NS = 1000000, IDLE_NAP_NS = 50000 };
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 static void *progress_main(void *arg) {
     (void)arg;
+    long long last = now_ns();
     pthread_mutex_lock(&E);
     while (!pt_stop) {
         advance_all();
         if (own_all(NULL) != LP_OK || G.nset == 0) {
             pthread_cond_wait(&Ec, &E);
+            last = now_ns();
             continue;
         }
         pthread_mutex_unlock(&E);
         size_t done0 = count_done();
-        observe_set(0);
+        int seen = observe_set(0);
         for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
-        int idle = count_done() == done0;
+        int completed = count_done() != done0;
+        if (seen || completed) last = now_ns();
         pthread_mutex_lock(&E);
         release_all(NULL);
-        if (idle) {
+        if (!completed) {          /* give the core away often: ranks may share one */
             pthread_mutex_unlock(&E);
-            sched_yield();
+            if (now_ns() - last < IDLE_NS) {
+                sched_yield();
+            } else {
+                struct timespec nap = {0, IDLE_NAP_NS};
+                nanosleep(&nap, NULL);
+            }
             pthread_mutex_lock(&E);
         }
     }
