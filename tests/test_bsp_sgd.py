@@ -52,3 +52,27 @@ def test_bsp_sgd_p3_matches_p1(tmp_path):
             assert a["P"] == 3 and a["comm_s"] > 0 and a["compute_s"] > 0
             assert a["loss"] == pytest.approx(b["loss"], rel=RTOL)
             assert abs(a["accuracy"] - b["accuracy"]) <= 1.0 / 297 + 1e-12, alg
+
+
+@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+def test_overlap_trains_bitwise_like_layer_buckets(tmp_path, nprocs):
+    """--overlap (each layer's gradient averaged by an iallreduce started during backward, with
+    the progress thread) and --buckets layer (the same messages, blocking, after backward) give
+    the same losses and parameters, bit for bit, for every algorithm."""
+    def records(*extra):
+        out = tmp_path / f"sgd_{'_'.join(extra) or 'x'}_{nprocs}.json".replace("-", "")
+        cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-u", str(EXAMPLE), *COMMON,
+               "--algorithm", ",".join(ALGORITHMS), "--chunk-bytes", "4096", "--json", str(out), *extra]
+        env = THROTTLE if nprocs > 2 else None
+        rc, text, _ = run(cmd, child_env(env), timeout=180)
+        if rc != 0:
+            pytest.fail(format_failure(cmd, env, rc, text, 180), pytrace=False)
+        return json.loads(out.read_text())
+
+    plain = records("--buckets", "layer")
+    over = records("--overlap", "--progress-thread")
+    assert [r["algorithm"] for r in over] == [r["algorithm"] for r in plain]
+    for a, b in zip(plain, over):
+        assert b["overlap"] and not a["overlap"] and b["buckets"] == a["buckets"] == "layer"
+        assert a["iteration_losses"] == b["iteration_losses"], a["algorithm"]
+        assert a["param_digest"] == b["param_digest"], a["algorithm"]
