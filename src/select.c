@@ -9,8 +9,8 @@
  * override's, the row's or the model's, else (an explicit algorithm) the model's best; 0 for
  * unchunked algorithms; at most the largest single MPI message.
  *
- * lp_decide is the only place this happens.  The collectives call it on a prepared context,
- * lpmpi.select/explain and LPMPI_DEBUG through lp_choose on the same context (created by an
+ * lp_decide is the only place this happens.  Every request (request.c) calls it on a prepared
+ * context, lpmpi.select/explain and LPMPI_DEBUG through lp_choose on the same context (created by an
  * earlier call, or not yet, which lp_choice_t.tables says), so they report what the
  * collectives do.  On a communicator whose ranks held different tables it reads rank 0's rows
  * and model (context.c): what every rank shares.  Decisions are cached per context and
