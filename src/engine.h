@@ -104,6 +104,10 @@ struct lp_req {
     lp_lane_t lane[LP_LANES_MAX];
     int nlanes, lanes_left;
     int build_rc;             /* a schedule's phase failed to build (schedule.c) */
+    lp_lane_t *lane0;         /* phase 0 as last built (progress.c: a restart copies it back) */
+    int cached, c_nlanes, c_left, c_tag0;
+    size_t c_nreq;
+    const char *c_sbuf, *c_rbuf;
     MPI_Request *reqs;        /* the phase's MPI requests: each transfer lane's W slots */
     unsigned char *fin;       /* fin[i]: reqs[i] completed (set where completions are observed) */
     int *idx;

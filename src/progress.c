@@ -66,7 +66,8 @@ void lp_engine_live(lp_req_t *r, int add) {
 
 /* ------------------------------------------------------------------------------- one step */
 static inline char *at(const lp_region_t *g, size_t k) {
-    return g->base + (g->slots ? k % g->slots : k) * g->stride;
+    size_t i = g->mask ? k & g->mask : (g->slots > 1 ? k % g->slots : 0);
+    return g->base + i * g->stride;
 }
 static inline size_t step_len(const lp_lane_t *l, size_t k) {
     size_t off = k * l->cb;
@@ -152,7 +153,9 @@ static inline int deps_met(const lp_req_t *r, const lp_lane_t *l, size_t k) {
     return 1;
 }
 
-/* issue the steps of l that may start */
+/* issue the steps of l that may start: every transfer that may be posted, but one local step
+ * at a time (a reduction's result then leaves, by the lanes after it, before the next
+ * reduction runs: the peer gets chunk k as early as possible) */
 static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
     int rc = LP_OK;
     const lp_args_t *a = l->a;
@@ -192,6 +195,7 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
             if (async && ++l->dslot == l->W) l->dslot = 0;
             lane_step_done(r, l);
         }
+        if (!async) break;
     }
 cleanup:
     return rc;
@@ -225,40 +229,70 @@ cleanup:
 }
 
 /* ------------------------------------------------------------------------------- phases */
+/* Phase 0 as built last time, kept by the request: a request started again with the same
+ * plan and buffers (a blocking call in a loop, a persistent or pooled request) copies it back
+ * instead of building it, and only its tags move to this start's range. */
+static int cache_save(lp_req_t *r, size_t nreq) {
+    if (!r->lane0 && !(r->lane0 = malloc(LP_LANES_MAX * sizeof *r->lane0))) return LP_OK;
+    memcpy(r->lane0, r->lane, (size_t)r->nlanes * sizeof *r->lane0);
+    r->c_nlanes = r->nlanes;
+    r->c_left = r->lanes_left;
+    r->c_nreq = nreq;
+    r->c_tag0 = r->a.tag0;
+    r->c_sbuf = r->a.sbuf;
+    r->c_rbuf = r->a.rbuf;
+    r->cached = 1;
+    return LP_OK;
+}
+
+static int cache_hit(lp_req_t *r) {
+    if (!r->cached || r->c_sbuf != r->a.sbuf || r->c_rbuf != r->a.rbuf) return 0;
+    int dtag = r->a.tag0 - r->c_tag0;
+    memcpy(r->lane, r->lane0, (size_t)r->c_nlanes * sizeof *r->lane);
+    r->nlanes = r->c_nlanes;
+    r->lanes_left = r->c_left;
+    if (dtag)
+        for (int i = 0; i < r->nlanes; i++) r->lane[i].tag += dtag;
+    return 1;
+}
+
 /* build phase r->phase (skipping empty ones); past the last: the request is done */
 static int phase_begin(lp_req_t *r) {
     int rc = LP_OK;
     while (r->phase < r->nphases) {
         size_t nreq = 0;
         int nev = 0;
-        r->nlanes = 0;
-        r->build_rc = LP_OK;
-        LP_TRY(r->sched->phase(r, &r->a, r->phase));
-        LP_TRY(r->build_rc);
-        r->lanes_left = 0;
-        for (int i = 0; i < r->nlanes; i++) {
-            lp_lane_t *l = &r->lane[i];
-            if (l->W > l->n) l->W = l->n;
-            if (l->W == 0) l->W = 1;
-            if (uses_mpi(l)) {
-                l->req0 = nreq;
-                nreq += l->W;
-            } else if (l->kind == LP_STEP_DEV) {
-                l->ev0 = r->ev_first + nev;
-                nev += (int)l->W;
+        if (r->phase == 0 && cache_hit(r)) {
+            nreq = r->c_nreq;
+        } else {
+            r->nlanes = 0;
+            r->build_rc = LP_OK;
+            LP_TRY(r->sched->phase(r, &r->a, r->phase));
+            LP_TRY(r->build_rc);
+            r->lanes_left = 0;
+            for (int i = 0; i < r->nlanes; i++) {
+                lp_lane_t *l = &r->lane[i];
+                if (l->W > l->n) l->W = l->n;
+                if (l->W == 0) l->W = 1;
+                if (uses_mpi(l)) {
+                    l->req0 = nreq;
+                    nreq += l->W;
+                } else if (l->kind == LP_STEP_DEV) {
+                    l->ev0 = r->ev_first + nev;
+                    nev += (int)l->W;
+                }
+                if (l->n) r->lanes_left++;
             }
-            if (l->n) r->lanes_left++;
+            if (nev > r->nev) {
+                rc = LP_FAIL(LP_ERR_INTERNAL, "a schedule phase needs %d device events, %d were "
+                             "reserved (a bug of lpmpi: please report it)", nev, r->nev);
+                goto cleanup;
+            }
+            if (nreq > r->reqcap) LP_TRY(lp_req_slots(r, nreq));
+            if (r->phase == 0) LP_TRY(cache_save(r, nreq));
         }
-        if (nev > r->nev) {
-            rc = LP_FAIL(LP_ERR_INTERNAL, "a schedule phase needs %d device events, %d were "
-                         "reserved (a bug of lpmpi: please report it)", nev, r->nev);
-            goto cleanup;
-        }
-        if (nreq > r->reqcap) LP_TRY(lp_req_slots(r, nreq));
-        for (size_t i = 0; i < nreq; i++) {
-            r->reqs[i] = MPI_REQUEST_NULL;
-            r->fin[i] = 0;
-        }
+        for (size_t i = 0; i < nreq; i++) r->reqs[i] = MPI_REQUEST_NULL;
+        memset(r->fin, 0, nreq);
         r->nreq = nreq;
         if (r->lanes_left) return LP_OK;
         r->phase++;

@@ -127,6 +127,7 @@ static void req_destroy(lp_req_t *r) {
         free(r->fin);
     }
     free(r->idx);
+    free(r->lane0);
     lp_engine_lock();
     lp_engine_live(r, 0);
     lp_ctx_unref(r->ctx);
@@ -295,6 +296,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     r->devid = devid;
     if (replan || devid >= 0) {
         r->planned = 0;
+        r->cached = 0;                /* phase 0 as built for the old plan */
         LP_TRY(req_plan(r));
         r->key = key;
         r->planned = 1;

@@ -51,6 +51,8 @@ typedef struct {
     char *base;
     size_t stride;          /* bytes between chunks (slot size for rings) */
     unsigned slots;         /* 0: contiguous; else a ring of `slots` chunk slots */
+    size_t mask;            /* chunk k's slot is k & mask when not 0 (contiguous: all ones;
+                               a ring of 2^j slots: 2^j - 1), else k mod slots */
 } lp_region_t;
 
 typedef struct {
@@ -127,6 +129,7 @@ static inline void lp_lane_region(lp_lane_t *l, int i, const void *base) {
     l->r[i].base = (char *)base;
     l->r[i].stride = l->cb;
     l->r[i].slots = 0;
+    l->r[i].mask = ~(size_t)0;
 }
 /* region i of l: a ring of `slots` chunk slots of `stride` bytes from base */
 static inline void lp_lane_slots(lp_lane_t *l, int i, const void *base, size_t stride, unsigned slots) {
@@ -134,6 +137,7 @@ static inline void lp_lane_slots(lp_lane_t *l, int i, const void *base, size_t s
     l->r[i].base = (char *)base;
     l->r[i].stride = stride;
     l->r[i].slots = slots ? slots : 1;
+    l->r[i].mask = (l->r[i].slots & (l->r[i].slots - 1)) ? 0 : l->r[i].slots - 1;
 }
 /* step k of l waits for step k + lag of m (m NULL: no dependency) */
 void lp_lane_after(lp_lane_t *l, const lp_lane_t *m, long lag);

@@ -350,3 +350,33 @@ def test_threads_nonblocking_on_different_communicators(tmp_path):
         c.Free()
     ok()
     """, timeout=240)
+
+
+def test_same_buffers_new_plans(tmp_path):
+    """Blocking, nonblocking and persistent calls on the same buffers whose plan changes from
+    call to call (root, chunk, op, algorithm, in place or not): a request reused with the same
+    buffers must never run the previous call's schedule."""
+    spawn(tmp_path, """
+    x = data(0, 1000)
+    y = np.zeros(1000)
+    z = np.zeros(1000)
+    for rnd in range(2):
+        for alg in ("lp", "ring", "mst", "be", "native"):
+            for chunk in (64, 800, 8000):
+                for root in range(P):
+                    if alg != "ring":
+                        res = lpmpi.reduce(x, y, root=root, algorithm=alg, chunk_bytes=chunk)
+                        assert (res is None) == (me != root), (alg, chunk, root)
+                        assert res is None or np.array_equal(res, total(0, 1000)), (alg, chunk, root)
+                        b = data(root, 1000) if me == root else z
+                        res = lpmpi.ibcast(b, root=root, algorithm=alg, chunk_bytes=chunk).wait()
+                        assert np.array_equal(res, np.arange(1000) % 97 + root + root), (alg, chunk, root)
+                        z[:] = 0
+                    res = lpmpi.allreduce(x, y, op=("sum", "max")[root % 2], algorithm=alg, chunk_bytes=chunk)
+                    exp = total(0, 1000) if root % 2 == 0 else data(0, 1000) + P - 1 - me
+                    assert np.array_equal(res, exp), (alg, chunk, root)
+                y[:] = x
+                lpmpi.allreduce(lpmpi.IN_PLACE, y, algorithm=alg, chunk_bytes=chunk)
+                assert np.array_equal(y, total(0, 1000)), (alg, chunk, "in place")
+    ok()
+    """, n=3, timeout=240)
