@@ -4,9 +4,13 @@ in several forms, side by side.
     mpiexec -n 2 python -m lpmpi.bench --forms blocking,nonblocking,persistent,inplace \\
         --algorithms lp,ring,auto --sizes 8,1M,64MiB
 
-For every size and every case (algorithm or ``auto``), each form is one row, and all rows of
-a size are measured together by :func:`lpmpi.bench.harness.measure` (interleaved, median of the
-slowest rank):
+For every size and every case (algorithm or ``auto``), each form is one row.  A form is timed
+in blocks of consecutive calls, as a loop makes them (:func:`lpmpi.bench.harness.measure` on
+that call alone: median of the slowest rank), the blocks of all rows of a size in rotating
+order, three rounds; a row's time is the median of its three block medians (min/max: the
+spread of the blocks).  Interleaving single calls of different forms would measure something
+else: each call would find the caches as another form left them (an in-place buffer, for one,
+holds lines the previous call's transfers left in the peer core's cache).
 
 - ``blocking``     ``lpmpi.allreduce(x, y)`` (the plain benchmark's row);
 - ``nonblocking``  ``lpmpi.iallreduce(x, y).wait()`` (label ``ALG/nb``): what a start and a wait
@@ -37,6 +41,7 @@ from lpmpi.bench.report import format_row, format_table_header
 from lpmpi.bench.verify import check_case, make_buffers, native_reference, same_result
 
 FORMS = ("blocking", "nonblocking", "persistent", "inplace")
+ROUNDS = 3   # blocks per form and size
 SUFFIX = {"blocking": "", "nonblocking": "/nb", "persistent": "/pers", "inplace": "/inpl"}
 
 
@@ -143,13 +148,20 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
             else:
                 checks[label] = functools.partial(check_case, comm, s, call, bufs, reference)
     labels = list(calls)
-    reps = harness.Repetitions(min_time=s.min_time, fixed=s.reps)
-    timings = harness.measure(comm, [calls[label] for label in labels], reps, warmup=s.warmup)
-    for label, t in zip(labels, timings):
+    reps = harness.Repetitions(min_time=s.min_time / ROUNDS, fixed=s.reps)
+    medians: dict[str, list[float]] = {label: [] for label in labels}
+    nreps: dict[str, int] = dict.fromkeys(labels, 0)
+    for rnd in range(ROUNDS):       # blocks of one form at a time, in rotating order
+        for j in range(len(labels)):
+            label = labels[(j + rnd) % len(labels)]
+            [t] = harness.measure(comm, [calls[label]], reps, warmup=s.warmup)
+            medians[label].append(t.median)
+            nreps[label] += t.reps
+    for label in labels:
         row = rows[label]
-        row.reps = t.reps
-        row.time_us = t.median * 1e6
-        row.min_us, row.max_us = t.min * 1e6, t.max * 1e6
+        row.reps = nreps[label]
+        row.time_us = float(np.median(medians[label])) * 1e6
+        row.min_us, row.max_us = min(medians[label]) * 1e6, max(medians[label]) * 1e6
         row.algbw_GBps = nbytes / row.time_us / 1e3
         row.busbw_GBps = row.algbw_GBps * bus_factor(s.collective, nprocs)
     native_row = rows.get(NATIVE)
