@@ -5,6 +5,7 @@ the rerun resumes), and docs/plots.py and sim/run.py without their optional tool
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -177,3 +178,56 @@ def test_ctrl_c_ends_every_rank_and_the_rerun_resumes(tmp_path):
     second = finished(db)
     assert all(second[k] == v for k, v in done(first).items())         # finished trials kept
     assert sum(map(len, measured(second).values())) == sum(map(len, measured(first).values())) + 1
+
+
+# ------------------------------------------------------------------- --forms and --overlap
+
+
+@pytest.mark.mpi
+def test_forms_run_checks_every_form_and_summarizes(tmp_path):
+    """A real --forms run at P = 2, every collective, with --fresh-input: one checked row per
+    (case, form) and size, and the summary's ratios to the blocking call."""
+    js = tmp_path / "forms.json"
+    forms = ["blocking", "nonblocking", "persistent", "inplace"]
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--forms", ",".join(forms),
+           "--collective", "all", "--algorithms", "auto,ring", "--sizes", "8,64K", "--fresh-input",
+           "--min-time", "0.002", "--warmup", "1", "--no-bandwidth", "--json", str(js)]
+    rc, out, _ = run(cmd, child_env(), 180)
+    assert rc == 0, out[-6000:]
+    data = json.loads(js.read_text())
+    labels = {(r["collective"], r["nbytes"], r["label"]) for r in data["rows"]}
+    for coll in ("allreduce", "reduce", "bcast"):
+        cases = ("auto", "ring") if coll == "allreduce" else ("auto",)  # ring: allreduce only
+        suffixes = ("", "/nb", "/pers") + (("/inpl",) if coll != "bcast" else ())
+        for n in (8, 64 << 10):
+            for case in cases:
+                for suffix in suffixes:
+                    assert (coll, n, case + suffix) in labels, (coll, n, case + suffix)
+        summary = data["summary"][coll]
+        for form in ("nonblocking", "persistent") + (("inplace",) if coll != "bcast" else ()):
+            assert set(summary[form]["auto"]) == {"8", str(64 << 10)}
+            assert all(v > 0 for v in summary[form]["auto"].values())
+    assert all(r["check"] == "ok" and r["time_us"] > 0 for r in data["rows"]), \
+        [r for r in data["rows"] if r["check"] != "ok"]
+
+
+@pytest.mark.mpi
+def test_overlap_run_reports_both_computes_with_and_without_the_thread(tmp_path):
+    js = tmp_path / "overlap.json"
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--overlap", "--sizes", "64K",
+           "--min-time", "0.002", "--warmup", "1", "--no-bandwidth", "--json", str(js)]
+    rc, out, _ = run(cmd, child_env(), 180)
+    assert rc == 0, out[-6000:]
+    assert "overlap = (t_comm + t_compute - t_both) / min(t_comm, t_compute)" in out
+    rows = json.loads(js.read_text())["overlap"]
+    assert {(r["compute"], r["thread"]) for r in rows} == {(c, t) for c in ("sleep", "numpy")
+                                                           for t in (False, True)}
+    for r in rows:
+        assert r["error"] is None and r["comm_us"] > 0 and r["compute_us"] > 0 and r["both_us"] > 0
+        expect = (r["comm_us"] + r["compute_us"] - r["both_us"]) / min(r["comm_us"], r["compute_us"])
+        assert r["overlap"] == pytest.approx(expect)
+
+
+def test_fresh_input_needs_forms():
+    rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", "--fresh-input"], child_env(), 60)
+    assert rc == 2 and "--fresh-input applies to --forms" in out, out[-2000:]

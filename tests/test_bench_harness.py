@@ -2,6 +2,8 @@
 checkpoint, the fake device backend, the oracle, and the summary's plain verdict on auto."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -45,6 +47,20 @@ def test_checkpoint_stops_the_measurement():
     assert late[0].reps == 3 and len(seen) == 1                         # no checkpoint at the end
 
 
+def test_prepared_call_runs_its_before_untimed():
+    events: list[str] = []
+
+    def before() -> None:
+        events.append("before")
+        time.sleep(0.02)
+
+    call = harness.Prepared(lambda: events.append("call"), before)
+    [t] = harness.measure(MPI.COMM_SELF, [call], 3, warmup=0)
+    assert events == ["before", "call"] * 4                   # the warm-up and 3 timed repetitions
+    assert t.max < 0.01, t.seconds                            # the sleep is not in the time
+    assert call() is None and events[-1] == "call" and events[-2] == "call"
+
+
 def test_probe_reports_the_error():
     assert harness.probe(MPI.COMM_SELF, lambda: None) is None
     assert harness.probe(MPI.COMM_SELF, lambda: 1 / 0) == "ZeroDivisionError: division by zero"
@@ -57,6 +73,11 @@ def test_backends_and_the_one_fake_device():
     arr = fake.from_host(np.arange(4, dtype=np.float32))
     fake.fill_bytes(arr, 0)
     assert fake.to_host(arr).tolist() == [0, 0, 0, 0] and not fake.mpi_readable
+    fake.copy_from_host(arr, np.arange(4, dtype=np.float32))
+    assert fake.to_host(arr).tolist() == [0, 1, 2, 3]
+    buf = host.from_host(np.zeros((2, 2), dtype=np.float64))
+    host.copy_from_host(buf, np.arange(4, dtype=np.float64))
+    assert buf.tolist() == [[0, 1], [2, 3]]
     assert not hasattr(bench.HostMemory, "synchronize")
     with pytest.raises(ValueError):
         bench.memory_backend("disk", MPI.COMM_SELF)

@@ -63,6 +63,8 @@ class Settings:
     min_time: float
     check: bool
     backend: HostMemory
+    #: --fresh-input (--forms): rewrite each call's input before it, untimed
+    fresh_input: bool = False
 
 
 @dataclass

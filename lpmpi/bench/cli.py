@@ -138,6 +138,14 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         "IN_PLACE), with each form's time over the blocking call's",
     )
     p.add_argument(
+        "--fresh-input",
+        action="store_true",
+        help="--forms: before every timed call, outside its time, rewrite the call's input with its "
+        "values (as a training step's backward writes the gradient its allreduce then reads); "
+        "without it an out-of-place input stays as the first call left it, read-only in both "
+        "ranks' caches",
+    )
+    p.add_argument(
         "--overlap",
         action="store_true",
         help="allreduce: start iallreduce, compute for about as long, wait; the overlap efficiency "
@@ -174,6 +182,8 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
     bad = [c for c in args.compute if c not in COMPUTES]
     if bad or not args.compute:
         p.error(f"--compute: unknown {', '.join(bad) or '(none given)'} (known: {', '.join(COMPUTES)})")
+    if args.fresh_input and not args.forms:
+        p.error("--fresh-input applies to --forms")
     modes = [m for m in ("compare_grid", "scaling", "forms", "overlap") if getattr(args, m)]
     if len(modes) > 1:
         p.error("--" + " and --".join(m.replace("_", "-") for m in modes) + " cannot be combined")
@@ -230,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out(f"# {collective}: none of the requested algorithms applies")
             continue
         s = Settings(collective, dtype, args.op, args.root, args.warmup, args.reps, args.min_time,
-                     args.check, backend)
+                     args.check, backend, args.fresh_input)
         if args.compare_grid:
             rows, summaries[collective] = run_compare_grid(comm, s, counts, out)
         elif args.scaling:

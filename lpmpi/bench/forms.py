@@ -19,6 +19,13 @@ holds lines the previous call's transfers left in the peer core's cache).
 - ``inplace``      ``lpmpi.allreduce(lpmpi.IN_PLACE, z)`` (``ALG/inpl``; allreduce and reduce):
   the pattern of training loops, against out of place.
 
+``--fresh-input`` rewrites a call's input (the in-place buffer: its original values) before
+each timed call, outside its time, as a training step writes its gradient before reducing it.
+Without it, the out-of-place input is written once and then only read: MPICH's single-copy
+(CMA) transfers read it clean from a cache both cores share, which no in-place buffer can be
+(the previous call wrote it), so at 256 KiB - 1 MiB in place looks slower than it is in a loop
+that computes its input.  docs/performance.md has both measurements.
+
 Every row's result is checked as in the plain benchmark (the in-place one on a fresh copy of the
 input).  The summary gives each form's time over the blocking out-of-place call's, per case and
 size.
@@ -98,6 +105,14 @@ def _check_inplace(comm: MPI.Comm, s: Settings, case: Case, orig: np.ndarray, re
     return next((f"rank {r}: {w}" for r, w in enumerate(whys) if w is not None), None)
 
 
+def _fresh(s: Settings, call: Callable[[], Any], buf: Any, orig: np.ndarray, rank: int) -> Any:
+    """``call`` with its input ``buf`` rewritten from ``orig`` before each timed repetition
+    (bcast: the root's only; the other ranks' buffer is the output)."""
+    if s.collective == "bcast" and rank != s.root:
+        return call
+    return harness.Prepared(call, functools.partial(s.backend.copy_from_host, buf, orig))
+
+
 def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case],
                    forms: Sequence[str]) -> list[Row]:
     """Every (case, form) of one size, measured together; rows in (case, form) order."""
@@ -139,6 +154,9 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
             except Exception as exc:  # noqa: BLE001 - shown in the row
                 row.error = f"{type(exc).__name__}: {exc}"
             row.error = row.error or harness.probe(comm, call)
+            if row.error is None and s.fresh_input:
+                call = _fresh(s, call, inplace_buf if form == "inplace" else bufs.send, bufs.orig,
+                              rank)
             if row.error is not None:
                 row.check = "ERROR"
                 continue

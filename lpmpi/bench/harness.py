@@ -32,6 +32,18 @@ from mpi4py import MPI
 #: a no-argument callable running one collective (the thing timed)
 Call = Callable[[], Any]
 
+
+class Prepared:
+    """A call whose ``before`` runs ahead of each timed repetition, outside its time (the loop
+    of :func:`time_interleaved`); calling it runs ``call`` alone."""
+
+    def __init__(self, call: Call, before: Call) -> None:
+        self.call, self.before = call, before
+
+    def __call__(self) -> Any:
+        return self.call()
+
+
 DEFAULT_MIN_TIME = 0.4
 DEFAULT_WARMUP = 3
 MIN_REPS = 5
@@ -109,9 +121,11 @@ def max_over_ranks(comm: MPI.Comm, local: np.ndarray) -> np.ndarray:
 def time_interleaved(comm: MPI.Comm, calls: Sequence[Call], reps: int,
                      checkpoint: Checkpoint | None = None) -> tuple[np.ndarray, bool]:
     """The timed loop: ``(seconds, pruned)``, seconds of shape ``(repetitions, len(calls))``,
-    each the slowest rank's (collective: every rank passes the same calls in the same order)."""
+    each the slowest rank's (collective: every rank passes the same calls in the same order).
+    A call with a ``before`` attribute has it run before each of its repetitions, untimed."""
     k = len(calls)
     local = np.zeros((reps, k))
+    befores = [getattr(call, "before", None) for call in calls]
     barrier, clock = comm.Barrier, time.perf_counter
     stop_at = checkpoint.after if checkpoint is not None and 0 < checkpoint.after < reps else -1
     gc_was_enabled = gc.isenabled()
@@ -120,7 +134,9 @@ def time_interleaved(comm: MPI.Comm, calls: Sequence[Call], reps: int,
         for r in range(reps):
             for j in range(k):
                 i = (j + r) % k
-                call = calls[i]
+                call, before = calls[i], befores[i]
+                if before is not None:
+                    before()
                 barrier()
                 t0 = clock()
                 call()

@@ -42,6 +42,10 @@ class HostMemory:
         """Set every byte of ``arr`` to ``byte``."""
         np.asarray(arr).reshape(-1).view(np.uint8).fill(byte)
 
+    def copy_from_host(self, arr: Any, host: np.ndarray) -> None:
+        """Overwrite ``arr`` with the values of ``host`` (same size and dtype)."""
+        np.copyto(np.asarray(arr).reshape(-1), host.reshape(-1))
+
 
 class CudaMemory(HostMemory):
     """Buffers in GPU memory (CuPy arrays; ``--memory cuda``).  Where the MPI library is not
@@ -70,6 +74,9 @@ class CudaMemory(HostMemory):
     def fill_bytes(self, arr: Any, byte: int) -> None:
         arr.reshape(-1).view(self.cp.uint8).fill(byte)
 
+    def copy_from_host(self, arr: Any, host: np.ndarray) -> None:
+        arr.reshape(-1).set(host.reshape(-1))
+
 
 class FakeDeviceMemory(HostMemory):
     """``--memory cuda`` without a GPU (tests, ``LPMPI_TUNER_FAKE_DEVICE=1``): buffers are
@@ -89,6 +96,9 @@ class FakeDeviceMemory(HostMemory):
 
     def fill_bytes(self, arr: Any, byte: int) -> None:
         arr.view_host().reshape(-1).view(np.uint8).fill(byte)
+
+    def copy_from_host(self, arr: Any, host: np.ndarray) -> None:
+        np.copyto(arr.view_host().reshape(-1), host.reshape(-1))
 
 
 #: the classes behind ``--memory``
