@@ -12,7 +12,10 @@
  *
  * Schedule (transfers of the whole message go in pieces of the largest MPI message):
  *   bcast    one phase: RECV from the parent; SEND to every child, piece k after RECV k
- *            (children in decreasing distance), so a deep tree forwards while it receives.
+ *            and after piece k went to the previous child: children one at a time, in
+ *            decreasing distance (sent at once they would share the rank's link, and the
+ *            farthest subtree, the deepest, would start forwarding log P times later); a
+ *            deep tree forwards piece k while it receives piece k + 1.
  *   reduce   phase i (distance 2^i) on a rank with a child there: RECV the child's vector
  *            into scratch, REDUCE acc = (own or acc) op it, piece k after RECV k; at the
  *            rank's own distance a SEND of acc to the parent; a last phase on the root:
@@ -56,11 +59,16 @@ static void tree_reduce(lp_req_t *r, const lp_args_t *a, char *acc, char *tmp, i
 static void tree_bcast(lp_req_t *r, const lp_args_t *a, char *buf, int root) {
     const int P = a->size, v = lp_vrank(a->rank, root, P), tag = a->tag0 + LP_TAG_MST;
     const size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
-    lp_lane_t *rv = NULL;
+    lp_lane_t *rv = NULL, *prev = NULL;
     int top = v ? lp_lowbit(v) : 1 << lp_binom_rounds(P);
     if (v) rv = lp_lane_recv(r, a, buf, bytes, pb, lp_rrank(lp_binom_parent(v), root, P), tag);
-    for (int mask = top >> 1; mask > 0; mask >>= 1)
-        if (v + mask < P) lp_lane_after(lp_lane_send(r, a, buf, bytes, pb, lp_rrank(v + mask, root, P), tag), rv, 0);
+    for (int mask = top >> 1; mask > 0; mask >>= 1) {
+        if (v + mask >= P) continue;
+        lp_lane_t *s = lp_lane_send(r, a, buf, bytes, pb, lp_rrank(v + mask, root, P), tag);
+        lp_lane_after(s, rv, 0);
+        lp_lane_after(s, prev, 0);      /* one child at a time: the farthest starts forwarding */
+        prev = s;                       /* first, as it would not if the link were shared */
+    }
 }
 
 /* ---- bcast ---- */

@@ -110,7 +110,6 @@ struct lp_req {
     const char *c_sbuf, *c_rbuf;
     MPI_Request *reqs;        /* the phase's MPI requests: each transfer lane's W slots */
     unsigned char *fin;       /* fin[i]: reqs[i] completed (set where completions are observed) */
-    int *idx;
     size_t nreq, reqcap;
     MPI_Request *preq;        /* persistent collectives (native), one per piece */
     size_t npreq;

@@ -416,59 +416,65 @@ static int set_push(lp_req_t *r) {
     return LP_OK;
 }
 
-/* one request's completions.  block: wait for at least one (unless device work is in flight,
- * whose completion no MPI call reports: then test and yield) */
-static int observe_one(lp_req_t *r, int block, int *seen) {
-    int rc = LP_OK, cnt = 0;
-    block = block && !r->dev_inflight;
-    if (r->nreq) {
-        if (block) LP_MPI(MPI_Waitsome((int)r->nreq, r->reqs, &cnt, r->idx, MPI_STATUSES_IGNORE));
-        else LP_MPI(MPI_Testsome((int)r->nreq, r->reqs, &cnt, r->idx, MPI_STATUSES_IGNORE));
-    } else {
-        cnt = MPI_UNDEFINED;
+/* Polls before a blocking observation waits in MPI_Waitsome.  Under MPI_THREAD_MULTIPLE,
+ * MPICH's MPI_Waitsome gives up the processor (a system call, about a microsecond here)
+ * between its polls, so a chunk that lands just after one is seen a microsecond late, on the
+ * critical path of every pipeline step; MPI_Testsome polls without it.  A blocking
+ * observation therefore polls with MPI_Testsome first and falls back to MPI_Waitsome after
+ * this many empty polls (tens of microseconds), which lets ranks that share a core run.  The
+ * SimGrid build (LP_OBSERVE_BY_WAIT) always waits: SMPI charges simulated time per test. */
+#define LP_SPIN_POLLS 64
+
+static int poll_some(int m, MPI_Request *q, int *cnt, int *idx, MPI_Status *st, int block) {
+#ifdef LP_OBSERVE_BY_WAIT
+    return block ? MPI_Waitsome(m, q, cnt, idx, st) : MPI_Testsome(m, q, cnt, idx, st);
+#else
+    for (int i = 0;; i++) {
+        int mrc = MPI_Testsome(m, q, cnt, idx, st);
+        if (mrc != MPI_SUCCESS || !block || *cnt != 0) return mrc;
+        if (i == LP_SPIN_POLLS) return MPI_Waitsome(m, q, cnt, idx, st);
     }
-    if (cnt == MPI_UNDEFINED) {
-        if (block) {
-            rc = LP_FAIL(LP_ERR_INTERNAL, "%s pipeline stalled (a bug of lpmpi: please report it)",
-                         lp_algo_name(r->alg));
-            goto cleanup;
+#endif
+}
+
+/* Gather into G the transfers of r that can move it: each MPI lane retires its steps in
+ * order, so only its oldest outstanding request matters (a later one's completion is of no
+ * use before it), which keeps the polled set at a few requests whatever the window.
+ * *pending counts heads already seen complete (r needs advancing, not observing). */
+static int gather_heads(lp_req_t *r, size_t *m, int *pending) {
+    int rc = LP_OK;
+    LP_TRY(gather_room(*m + (size_t)r->nlanes));
+    for (const lp_lane_t *l = r->lane, *end = r->lane + r->nlanes; l < end; l++) {
+        if (!uses_mpi(l) || l->done == l->issued) continue;
+        size_t s = l->req0 + l->dslot;
+        if (r->fin[s]) {
+            (*pending)++;
+            continue;
         }
-        cnt = 0;
+        if (r->reqs[s] == MPI_REQUEST_NULL) continue;
+        G.q[*m] = r->reqs[s];
+        G.own[*m] = r;
+        G.slot[*m] = (int)s;
+        (*m)++;
     }
-    for (int i = 0; i < cnt; i++) r->fin[r->idx[i]] = 1;
-    if (!cnt && r->dev_inflight) sched_yield();
-    if (seen) *seen = cnt;
 cleanup:
     return rc;
 }
 
 /* the completions of every request of G.set (owned by this thread, engine lock released);
- * returns how many MPI requests it saw complete */
+ * block: wait for at least one (unless device work is in flight, whose completion no MPI
+ * call reports: then test and yield).  Returns how many transfers it saw complete. */
 static int observe_set(int block) {
-    int rc = LP_OK, cnt = 0, dev = 0;
+    int rc = LP_OK, cnt = 0, dev = 0, pending = 0;
     size_t m = 0;
-    if (G.nset == 1) {
-        lp_req_t *r = G.set[0];
-        if (r->state == LP_REQ_ACTIVE && (rc = observe_one(r, block, &cnt)) != LP_OK) fail(r, rc);
-        return cnt;
-    }
     for (size_t j = 0; j < G.nset; j++) {
         lp_req_t *r = G.set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
         dev = dev || r->dev_inflight;
-        if (gather_room(m + r->nreq) != LP_OK) {
-            fail(r, LP_ERR_NOMEM);
-            continue;
-        }
-        for (size_t i = 0; i < r->nreq; i++) {
-            if (r->reqs[i] == MPI_REQUEST_NULL || r->fin[i]) continue;
-            G.q[m] = r->reqs[i];
-            G.own[m] = r;
-            G.slot[m] = (int)i;
-            m++;
-        }
+        if (gather_heads(r, &m, &pending) != LP_OK) fail(r, LP_ERR_NOMEM);
     }
     if (m == 0) {
+        if (pending) return pending;
         if (dev) sched_yield();
         else if (block) {          /* active requests with nothing in flight cannot move */
             rc = LP_FAIL(LP_ERR_INTERNAL, "pipeline stalled (a bug of lpmpi: please report it)");
@@ -477,10 +483,9 @@ static int observe_set(int block) {
         }
         return 0;
     }
-    int mrc = block && !dev ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
-                            : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
+    int mrc = poll_some((int)m, G.q, &cnt, G.idx, G.st, block && !dev);
     if (mrc != MPI_SUCCESS && mrc != MPI_ERR_IN_STATUS) {   /* nobody to blame: all of them */
-        rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Waitsome");
+        rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Testsome");
         for (size_t j = 0; j < G.nset; j++)
             if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
         return 0;
@@ -491,14 +496,24 @@ static int observe_set(int block) {
         lp_req_t *r = G.own[i];
         if (mrc == MPI_ERR_IN_STATUS && G.st[j].MPI_ERROR != MPI_SUCCESS) {
             if (r->state == LP_REQ_ACTIVE)
-                fail(r, lp_mpi_fail(G.st[j].MPI_ERROR, __FILE__, __LINE__, "MPI_Waitsome"));
+                fail(r, lp_mpi_fail(G.st[j].MPI_ERROR, __FILE__, __LINE__, "MPI_Testsome"));
             continue;
         }
         r->reqs[G.slot[i]] = G.q[i];
         r->fin[G.slot[i]] = 1;
     }
     if (!cnt && dev) sched_yield();
-    return cnt;
+    return cnt + pending;
+}
+
+/* observe r alone (a blocking call with nothing else active; the set is this thread's G) */
+static void observe_one(lp_req_t *r) {
+    if (set_push(r) != LP_OK) {
+        fail(r, LP_ERR_NOMEM);
+        return;
+    }
+    observe_set(1);
+    G.nset = 0;
 }
 
 /* ------------------------------------------------------------------------------- the lists */
@@ -576,8 +591,7 @@ static void wait_for(lp_req_t *r, int private_req) {
             advance_or_fail(r);
             if (r->state != LP_REQ_ACTIVE) return;
             if (atomic_load(&lp_nactive) == 0) {   /* alone: no lock, exactly a blocking call */
-                int rc = observe_one(r, 1, NULL);
-                if (rc != LP_OK) fail(r, rc);
+                observe_one(r);
                 continue;
             }
         }
@@ -641,7 +655,7 @@ int lp_engine_run(lp_req_t *r) {
             wait_for(r, 1);                      /* others are active: observe them too */
             break;
         }
-        if ((rc = observe_one(r, 1, NULL)) != LP_OK) fail(r, rc);
+        observe_one(r);
     }
     return r->rc == LP_OK ? LP_OK : report(r);
 }

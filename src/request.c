@@ -72,9 +72,7 @@ int lp_req_slots(lp_req_t *r, size_t n) {
     if (q) r->reqs = q;
     unsigned char *f = realloc(r->fin, n);
     if (f) r->fin = f;
-    int *ix = realloc(r->idx, n * sizeof *ix);
-    if (ix) r->idx = ix;
-    if (!q || !f || !ix) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu MPI requests", n);
+    if (!q || !f) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu MPI requests", n);
     r->reqcap = n;
     return LP_OK;
 }
@@ -126,7 +124,6 @@ static void req_destroy(lp_req_t *r) {
         free(r->reqs);
         free(r->fin);
     }
-    free(r->idx);
     free(r->lane0);
     lp_engine_lock();
     lp_engine_live(r, 0);
