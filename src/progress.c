@@ -416,30 +416,12 @@ static int set_push(lp_req_t *r) {
     return LP_OK;
 }
 
-/* Polls before a blocking observation waits in MPI_Waitsome.  Under MPI_THREAD_MULTIPLE,
- * MPICH's MPI_Waitsome gives up the processor (a system call, about a microsecond here)
- * between its polls, so a chunk that lands just after one is seen a microsecond late, on the
- * critical path of every pipeline step; MPI_Testsome polls without it.  A blocking
- * observation therefore polls with MPI_Testsome first and falls back to MPI_Waitsome after
- * this many empty polls (tens of microseconds), which lets ranks that share a core run.  The
- * SimGrid build (LP_OBSERVE_BY_WAIT) always waits: SMPI charges simulated time per test. */
-#define LP_SPIN_POLLS 64
-
-static int poll_some(int m, MPI_Request *q, int *cnt, int *idx, MPI_Status *st, int block) {
-#ifdef LP_OBSERVE_BY_WAIT
-    return block ? MPI_Waitsome(m, q, cnt, idx, st) : MPI_Testsome(m, q, cnt, idx, st);
-#else
-    for (int i = 0;; i++) {
-        int mrc = MPI_Testsome(m, q, cnt, idx, st);
-        if (mrc != MPI_SUCCESS || !block || *cnt != 0) return mrc;
-        if (i == LP_SPIN_POLLS) return MPI_Waitsome(m, q, cnt, idx, st);
-    }
-#endif
-}
-
 /* Gather into G the transfers of r that can move it: each MPI lane retires its steps in
  * order, so only its oldest outstanding request matters (a later one's completion is of no
- * use before it), which keeps the polled set at a few requests whatever the window.
+ * use before it).  This keeps the set MPI polls at one request per lane whatever the window:
+ * MPICH's MPI_Waitsome walks its whole array on every poll, and with every slot of every lane
+ * in it a 16 KiB allreduce at P = 2 took 9% longer than before the one engine (an A/B of
+ * polling first with MPI_Testsome measured slower still below 1 KiB, docs/performance.md).
  * *pending counts heads already seen complete (r needs advancing, not observing). */
 static int gather_heads(lp_req_t *r, size_t *m, int *pending) {
     int rc = LP_OK;
@@ -483,9 +465,10 @@ static int observe_set(int block) {
         }
         return 0;
     }
-    int mrc = poll_some((int)m, G.q, &cnt, G.idx, G.st, block && !dev);
+    int mrc = block && !dev ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
+                            : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
     if (mrc != MPI_SUCCESS && mrc != MPI_ERR_IN_STATUS) {   /* nobody to blame: all of them */
-        rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Testsome");
+        rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Waitsome");
         for (size_t j = 0; j < G.nset; j++)
             if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
         return 0;
@@ -496,7 +479,7 @@ static int observe_set(int block) {
         lp_req_t *r = G.own[i];
         if (mrc == MPI_ERR_IN_STATUS && G.st[j].MPI_ERROR != MPI_SUCCESS) {
             if (r->state == LP_REQ_ACTIVE)
-                fail(r, lp_mpi_fail(G.st[j].MPI_ERROR, __FILE__, __LINE__, "MPI_Testsome"));
+                fail(r, lp_mpi_fail(G.st[j].MPI_ERROR, __FILE__, __LINE__, "MPI_Waitsome"));
             continue;
         }
         r->reqs[G.slot[i]] = G.q[i];
