@@ -22,7 +22,8 @@ from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_SUCCESS, MPI_MAX_ERROR_
                             MPI_Op, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR,
                             MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR)
 from lpmpi._clpmpi cimport *
-from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t, uintptr_t
+from cpython.pycapsule cimport PyCapsule_IsValid, PyCapsule_GetPointer, PyCapsule_SetName
 
 import enum as _enum
 import numpy as np
@@ -299,6 +300,8 @@ cdef struct Buf:
     bint has_stream      # device: wait for `stream` before the engine reads or writes
     uintptr_t stream
     Py_buffer view
+    void *dl             # a DLPack managed tensor this Buf consumed (deleted by _release)
+    bint dl_versioned    # ... a DLManagedTensorVersioned (else the legacy DLManagedTensor)
 
 cdef int _numpy_dtype(cnp.ndarray a) except -2:
     cdef cnp.dtype d = <cnp.dtype>cnp.PyArray_DESCR(a)
@@ -322,6 +325,161 @@ cdef int _format_dtype(Py_buffer *v) except -2:
         return -1
     return _KIND.get((kind, v.itemsize), -1)
 
+# ---------------------------------------------------------------- DLPack
+# The ABI of dlpack.h (DLPack 1.x, and the legacy unversioned capsule), declared here: the
+# layout is the standard's, not a header's.
+ctypedef struct DLDevice:
+    int32_t device_type
+    int32_t device_id
+ctypedef struct DLDataType:
+    uint8_t code
+    uint8_t bits
+    uint16_t lanes
+ctypedef struct DLTensor:
+    void *data
+    DLDevice device
+    int32_t ndim
+    DLDataType dtype
+    int64_t *shape
+    int64_t *strides
+    uint64_t byte_offset
+ctypedef struct DLManagedTensor:
+    DLTensor dl_tensor
+    void *manager_ctx
+    void (*deleter)(DLManagedTensor *) noexcept nogil
+ctypedef struct DLPackVersion:
+    uint32_t major
+    uint32_t minor
+ctypedef struct DLManagedTensorVersioned:
+    DLPackVersion version
+    void *manager_ctx
+    void (*deleter)(DLManagedTensorVersioned *) noexcept nogil
+    uint64_t flags
+    DLTensor dl_tensor
+
+cdef enum:
+    DL_CPU = 1
+    DL_CUDA = 2
+    DL_CUDA_HOST = 3
+    DL_FLAG_READ_ONLY = 1
+cdef tuple _DL_KINDS = (b"i", b"u", b"f", None, None, b"c", b"b")   # by DLDataTypeCode
+cdef dict _DL_DEVICES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan",
+                         8: "Metal", 9: "VPI", 10: "ROCm", 11: "ROCm host", 13: "CUDA managed",
+                         14: "oneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
+
+cdef void _dl_delete(void *mt, bint versioned) noexcept:
+    if mt == NULL:
+        return
+    if versioned:
+        if (<DLManagedTensorVersioned *>mt).deleter != NULL:
+            (<DLManagedTensorVersioned *>mt).deleter(<DLManagedTensorVersioned *>mt)
+    elif (<DLManagedTensor *>mt).deleter != NULL:
+        (<DLManagedTensor *>mt).deleter(<DLManagedTensor *>mt)
+
+cdef int _dl_dtype(DLDataType t, str name) except -2:
+    """lp_dtype_t of a DLPack data type, or -1."""
+    if t.lanes != 1 or t.bits % 8:
+        return -1
+    if t.code == 4:                            # kDLBfloat
+        return BF16 if t.bits == 16 else -1
+    kind = _DL_KINDS[t.code] if t.code < len(_DL_KINDS) else None
+    if kind is None:
+        return -1
+    return _KIND.get((kind, t.bits // 8), -1)
+
+cdef str _dl_type_name(DLDataType t):
+    names = ("int", "uint", "float", "opaque", "bfloat", "complex", "bool")
+    base = names[t.code] if t.code < len(names) else f"code{t.code}"
+    return f"{base}{t.bits}" + (f"x{t.lanes}" if t.lanes != 1 else "")
+
+cdef int _get_dlpack(obj, str name, Buf *b) except -1:
+    """Fill b from an object's ``__dlpack__`` (a 1.x versioned capsule where the producer
+    makes one, with its read-only flag; else the legacy capsule).  b then owns the managed
+    tensor (consumed: the capsule is renamed "used_...") until _release."""
+    try:
+        dev = obj.__dlpack_device__()
+        dtype_, dev_id = int(dev[0]), int(dev[1])
+    except Exception as e:
+        raise TypeError(f"{name}.__dlpack_device__() failed: {e}") from None
+    if dtype_ not in (DL_CPU, DL_CUDA, DL_CUDA_HOST):
+        raise TypeError(f"{name} lives on a {_DL_DEVICES.get(dtype_, f'type {dtype_}')} device; "
+                        "lpmpi takes host (CPU) and CUDA memory")
+    if dtype_ == DL_CUDA and not CUDA_BUILD:
+        raise TypeError(f"{name} is a CUDA array, but this lpmpi build has no CUDA support "
+                        "(built without nvcc)")
+    # a CUDA producer orders its work before the legacy default stream (1), which the engine
+    # waits for; host memory takes no stream
+    kw = {"stream": 1} if dtype_ == DL_CUDA else {}
+    try:
+        try:
+            cap = obj.__dlpack__(max_version=(1, 0), **kw)
+        except TypeError:                      # a producer older than DLPack 1.0
+            cap = obj.__dlpack__(**kw)
+    except Exception as e:                     # e.g. a torch tensor that requires grad
+        hint = f" (pass {name}.detach())" if "grad" in str(e) else ""
+        raise TypeError(f"{name} cannot be exported by DLPack: {e}{hint}") from None
+    cdef DLTensor *t
+    cdef void *mt
+    cdef bint versioned
+    if PyCapsule_IsValid(cap, b"dltensor_versioned"):
+        mt = PyCapsule_GetPointer(cap, b"dltensor_versioned")
+        PyCapsule_SetName(cap, b"used_dltensor_versioned")
+        versioned = True
+        if (<DLManagedTensorVersioned *>mt).version.major != 1:
+            _dl_delete(mt, True)
+            raise TypeError(f"{name}: DLPack version {(<DLManagedTensorVersioned *>mt).version.major}"
+                            " is not supported (1.x is)")
+        t = &(<DLManagedTensorVersioned *>mt).dl_tensor
+        b.readonly = ((<DLManagedTensorVersioned *>mt).flags & DL_FLAG_READ_ONLY) != 0
+    elif PyCapsule_IsValid(cap, b"dltensor"):
+        mt = PyCapsule_GetPointer(cap, b"dltensor")
+        PyCapsule_SetName(cap, b"used_dltensor")
+        versioned = False
+        t = &(<DLManagedTensor *>mt).dl_tensor
+        b.readonly = False
+    else:
+        raise TypeError(f"{name}.__dlpack__() did not return a DLPack capsule")
+    b.dl = mt                                  # owned from here: _release deletes it
+    b.dl_versioned = versioned
+    cdef size_t count = 1, expect, i
+    cdef int64_t n
+    b.dtype = _dl_dtype(t.dtype, name)
+    if b.dtype < 0:
+        raise TypeError(f"{name} has unsupported dtype {_dl_type_name(t.dtype)}")
+    for i in range(<size_t>t.ndim):
+        if t.shape[i] < 0:
+            raise ValueError(f"{name} has a negative dimension")
+        count *= <size_t>t.shape[i]
+    if t.strides != NULL and count > 1:
+        expect = 1
+        for i in reversed(range(<size_t>t.ndim)):
+            n = t.shape[i]
+            if n > 1 and t.strides[i] != <int64_t>expect:
+                raise ValueError(f"{name} must be contiguous (its strides are not row-major; "
+                                 "lpmpi makes no silent copy: pass .contiguous() or a copy)")
+            expect *= <size_t>n
+    b.ptr = <char *>t.data + t.byte_offset
+    b.count = count
+    if type(obj).__module__.split(".", 1)[0] in ("jax", "jaxlib"):
+        b.readonly = True                      # JAX arrays are immutable
+    if dtype_ == DL_CUDA:
+        _check_device_ptr(<size_t>b.ptr, count, name)
+        b.mem = 1
+        b.stream = 1
+        b.has_stream = True
+    return 0
+
+cdef str _accepted(obj, str name):
+    """The TypeError text for an object lpmpi cannot take as a buffer."""
+    hint = ""
+    if callable(getattr(obj, "numpy", None)):
+        hint = f"; it has .numpy(): pass {name}.numpy() (a copy for read-only data)"
+    elif hasattr(obj, "__array__"):
+        hint = f"; it has __array__: pass numpy.asarray({name}) (a copy for some types)"
+    return (f"{name} must be an array: an object with __dlpack__ (PyTorch, JAX, CuPy, numpy), "
+            f"a numpy array, a buffer-protocol object or a CUDA array (__cuda_array_interface__); "
+            f"got {type(obj).__module__}.{type(obj).__qualname__}{hint}")
+
 cdef int _get_buf(obj, str name, Buf *b) except -1:
     """Fill b from a numpy array, a buffer-protocol object or a device array
     (``__cuda_array_interface__``, or a PyTorch CUDA tensor of a dtype it lacks)."""
@@ -343,6 +501,8 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
         hint = " (for in place, pass lpmpi.IN_PLACE as sendbuf and the data as recvbuf)" \
             if obj is _IN_PLACE and name == "recvbuf" else ""
         raise TypeError(f"{name} must be an array, not {what}{hint}")
+    if hasattr(type(obj), "__dlpack__") and hasattr(type(obj), "__dlpack_device__"):
+        return _get_dlpack(obj, name, b)
     try:
         cai = obj.__cuda_array_interface__
     except AttributeError:
@@ -359,12 +519,10 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
         try:
             memoryview(obj)
         except TypeError:
-            raise TypeError(f"{name} must be a numpy array, a buffer-protocol object or a "
-                            f"device array, got {type(obj).__name__}") from None
+            raise TypeError(_accepted(obj, name)) from None
         raise ValueError(f"{name} must be C-contiguous") from None
     except TypeError:
-        raise TypeError(f"{name} must be a numpy array, a buffer-protocol object or a device "
-                        f"array, got {type(obj).__name__}") from None
+        raise TypeError(_accepted(obj, name)) from None
     b.has_view = True
     b.dtype = _format_dtype(&b.view)
     if b.dtype < 0:
@@ -462,7 +620,7 @@ cdef int _get_cai(obj, cai, str name, Buf *b) except -1:
     return 0
 
 cdef bint _is_torch_cuda(obj):
-    return type(obj).__module__.startswith("torch") and bool(getattr(obj, "is_cuda", False))
+    return _is_torch(obj) and bool(getattr(obj, "is_cuda", False))
 
 cdef int _get_torch(obj, str name, Buf *b) except -1:
     """PyTorch CUDA tensors of dtypes __cuda_array_interface__ lacks (bfloat16)."""
@@ -530,6 +688,15 @@ cdef inline void _release(Buf *b):
     if b.has_view:
         PyBuffer_Release(&b.view)
         b.has_view = False
+    if b.dl != NULL:
+        _dl_delete(b.dl, b.dl_versioned)
+        b.dl = NULL
+
+cdef inline void _alias(Buf *dst, Buf *src):
+    """dst = src without its ownership (in place: one buffer, released once, by src)."""
+    dst[0] = src[0]
+    dst.has_view = False
+    dst.dl = NULL
 
 cdef object _alloc_like(obj, int dtype, int mem=0):
     """recvbuf=None: a numpy array with the input's shape and dtype (device input: a device
@@ -538,7 +705,26 @@ cdef object _alloc_like(obj, int dtype, int mem=0):
         return _alloc_device(obj, dtype)
     if cnp.PyArray_Check(obj):
         return np.empty(obj.shape, obj.dtype)
+    if _is_torch(obj):                         # the input's own kind: a tensor like it
+        import torch
+        return torch.empty_like(obj, memory_format=torch.contiguous_format)
+    if hasattr(type(obj), "__dlpack__"):
+        return np.empty(tuple(obj.shape), _np_dtype(dtype))
     return np.empty(memoryview(obj).shape, DTYPE_NAMES[dtype])
+
+cdef bint _is_torch(obj):
+    return type(obj).__module__.startswith("torch")
+
+cdef object _np_dtype(int dtype):
+    if dtype == BF16:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise TypeError("recvbuf=None with a bfloat16 input that is not a torch tensor needs "
+                            "ml_dtypes for numpy's bfloat16 (pip install ml_dtypes), or pass "
+                            "recvbuf") from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(DTYPE_NAMES[dtype])
 
 cdef int _check_pair(Buf *s, Buf *r, str sname, str rname) except -1:
     """Two distinct buffers of one call: same dtype, count and memory kind, and either the
@@ -626,13 +812,12 @@ cdef class Message:
             m.chunk = _chunk(chunk_bytes)
             send = _input(sendbuf, recvbuf)
             inplace = send is recvbuf
-            _get_buf(send, "sendbuf", &m.s)
+            _get_buf(send, "recvbuf" if sendbuf is _IN_PLACE else "sendbuf", &m.s)
             _check_op(m.op, m.s.dtype)
             if recvbuf is None:
                 recvbuf = _alloc_like(send, m.s.dtype, m.s.mem)
             if inplace:
-                m.r = m.s
-                m.r.has_view = False
+                _alias(&m.r, &m.s)
             else:
                 _get_buf(recvbuf, "recvbuf", &m.r)
                 _check_pair(&m.s, &m.r, "sendbuf", "recvbuf")
@@ -665,11 +850,10 @@ cdef class Message:
             is_root = rank == m.root
             send = _input(sendbuf, recvbuf)
             inplace = send is recvbuf
-            _get_buf(send, "sendbuf", &m.s)
+            _get_buf(send, "recvbuf" if sendbuf is _IN_PLACE else "sendbuf", &m.s)
             _check_op(m.op, m.s.dtype)
             if inplace:
-                m.r = m.s
-                m.r.has_view = False
+                _alias(&m.r, &m.s)
             elif recvbuf is not None:      # checked on every rank, written on the root only
                 _get_buf(recvbuf, "recvbuf", &m.r)
                 _check_pair(&m.s, &m.r, "sendbuf", "recvbuf")
@@ -1281,7 +1465,9 @@ def reduce_local(out, a, b, op="sum"):
     cdef Buf bo, ba, bb
     cdef int o = _op(op)
     cdef lp_reduce_fn fn
-    bo.has_view = ba.has_view = bb.has_view = False
+    memset(&bo, 0, sizeof(Buf))
+    memset(&ba, 0, sizeof(Buf))
+    memset(&bb, 0, sizeof(Buf))
     try:
         _get_buf(out, "out", &bo)
         _get_buf(a, "a", &ba)

@@ -11,10 +11,12 @@ of the matrices becomes lpmpi.iallreduce / ... followed by wait()); persistent (
 / ... then start() and wait(); twice where the call is not in place, so the restart is checked
 too).  Everything else, errors before any communication included, is checked unchanged.
 
-Array backends (--backend): numpy (host memory, the default); fakedev (HostDeviceArray:
-__cuda_array_interface__ over host memory, run with LPMPI_EMULATE_STAGING=1); cupy (device
-memory on a GPU).  With a device backend the numpy buffers of the matrices become that
-backend's arrays (the other buffer kinds are host-only and skipped).
+Array backends (--backend): numpy (host memory, the default); torch (PyTorch CPU tensors,
+through DLPack); dlpack (numpy arrays behind an object that has only __dlpack__ and
+__dlpack_device__); fakedev (HostDeviceArray: __cuda_array_interface__ over host memory, run
+with LPMPI_EMULATE_STAGING=1); cupy (device memory on a GPU).  With a backend other than numpy
+the numpy buffers of the matrices become that backend's arrays (the other buffer kinds are
+skipped).
 
 Every case is run on every rank; each rank catches its own exceptions, then all ranks agree
 through an mpi4py allgather, so one failing rank never desynchronizes the others. A failure
@@ -233,8 +235,50 @@ def reference(inputs, opn, dt):
 BACKEND = "numpy"
 
 
+class DLPackOnly:
+    """A numpy array seen only through DLPack (no buffer protocol, no __array__): what a
+    framework's host array looks like to lpmpi.  recvbuf=None returns numpy for it."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+
+    def get(self):
+        return self._a.copy()
+
+
+def torch_of(a):
+    """A torch CPU tensor holding a copy of numpy array a (bfloat16 through its bits)."""
+    import torch
+    if BF16 is not None and a.dtype == BF16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(a.copy())
+
+
+def numpy_of_torch(t):
+    import torch
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(BF16)
+    return t.numpy()
+
+
+def is_torch(buf):
+    return type(buf).__module__.startswith("torch")
+
+
 def backend_types():
     """Classes of the current backend's arrays (what recvbuf=None must return)."""
+    if BACKEND == "torch":
+        import torch
+        return (torch.Tensor,)
     if BACKEND == "fakedev":
         from lpmpi._devarray import HostDeviceArray
         return (HostDeviceArray,)
@@ -245,11 +289,16 @@ def backend_types():
 
 
 def is_device(buf):
-    return BACKEND != "numpy" and buf is not None and hasattr(buf, "__cuda_array_interface__")
+    return (BACKEND in ("fakedev", "cupy") and buf is not None
+            and hasattr(buf, "__cuda_array_interface__"))
 
 
 def to_backend(a):
     """A numpy array as an array of the current backend (a copy)."""
+    if BACKEND == "torch":
+        return torch_of(a)
+    if BACKEND == "dlpack":
+        return DLPackOnly(a.copy())
     if BACKEND == "fakedev":
         from lpmpi._devarray import HostDeviceArray
         return HostDeviceArray(a.copy())
@@ -270,7 +319,9 @@ def flat(buf):
     """Flat numpy view of any buffer (numpy array or buffer-protocol object)."""
     if isinstance(buf, np.ndarray):
         return buf.reshape(-1)
-    if is_device(buf):
+    if is_torch(buf):
+        return numpy_of_torch(buf).reshape(-1)
+    if is_device(buf) or isinstance(buf, DLPackOnly):
         return to_host(buf).reshape(-1)
     return np.asarray(memoryview(buf)).reshape(-1)
 
@@ -280,8 +331,8 @@ def snapshot(buf):
         return None
     if isinstance(buf, np.ndarray):
         return buf.tobytes()
-    if is_device(buf):
-        return to_host(buf).tobytes()
+    if is_torch(buf) or is_device(buf) or isinstance(buf, DLPackOnly):
+        return flat(buf).tobytes()
     try:
         return memoryview(buf).tobytes()
     except TypeError:
@@ -355,14 +406,18 @@ def sentinel_like(kind_, dt, count, shape):
 
 
 def buf_shape(buf):
-    if isinstance(buf, np.ndarray) or is_device(buf):
+    if isinstance(buf, np.ndarray) or is_device(buf) or isinstance(buf, DLPackOnly):
+        return tuple(buf.shape)
+    if is_torch(buf):
         return tuple(buf.shape)
     return np.asarray(memoryview(buf)).shape
 
 
 def buf_dtype(buf):
-    if isinstance(buf, np.ndarray) or is_device(buf):
+    if isinstance(buf, np.ndarray) or is_device(buf) or isinstance(buf, DLPackOnly):
         return buf.dtype
+    if is_torch(buf):
+        return flat(buf).dtype
     return np.asarray(memoryview(buf)).dtype
 
 
@@ -447,7 +502,10 @@ def run_reduction(c, comm, group=0, seed_extra=0):
         check(isinstance(res, backend_types()),
               f"returned {type(res).__name__}, expected {backend_types()[0].__name__}")
         check(tuple(res.shape) == buf_shape(x), f"returned shape {res.shape}, expected {buf_shape(x)}")
-        check(res.dtype == dt, f"returned dtype {res.dtype}, expected {dt}")
+        check(buf_dtype(res) == dt, f"returned dtype {res.dtype}, expected {dt}")
+        if is_torch(x):
+            check(res.dtype == x.dtype and res.device == x.device,
+                  f"returned a {res.dtype} tensor on {res.device}, expected {x.dtype} on {x.device}")
         out = res
     else:
         check(res is recv, f"returned {type(res).__name__} object that is not recvbuf")
@@ -800,12 +858,13 @@ def bcast_matrix():
 
 
 def backend_supports(c):
-    """A device backend runs the cases whose buffers are numpy arrays (CuPy: no bfloat16)."""
+    """A backend other than numpy runs the cases whose buffers are numpy arrays."""
     if BACKEND == "numpy":
         return True
     if c.get("buf", "numpy") != "numpy" or c.get("rbuf") not in (None, "numpy"):
         return False
-    return not (BACKEND == "cupy" and c.get("dtype") == "bfloat16")
+    # CuPy has no bfloat16; numpy's own __dlpack__ does not export ml_dtypes' bfloat16
+    return not (BACKEND in ("cupy", "dlpack") and c.get("dtype") == "bfloat16")
 
 
 def suite_matrix(h, coll):
@@ -1622,7 +1681,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suite", choices=["allreduce", "reduce", "bcast", "comms", "errors", "check",
                                       "bigmsg", "determinism", "cases", "device"])
-    ap.add_argument("--backend", choices=["numpy", "fakedev", "cupy"], default="numpy",
+    ap.add_argument("--backend", choices=["numpy", "torch", "dlpack", "fakedev", "cupy"], default="numpy",
                     help="array backend of the matrices' buffers")
     ap.add_argument("--form", choices=["blocking", "nonblocking", "persistent"], default="blocking",
                     help="make every collective of the suite in this form")
