@@ -20,6 +20,7 @@ order everywhere.
 # No `from __future__ import annotations` here: DDP's register_comm_hook inspects the hook's
 # annotations at run time and refuses "dist.GradBucket" as a string.
 # ruff: noqa: FA100
+import atexit
 import os
 import queue
 import socket
@@ -74,9 +75,21 @@ class _Completer:
                 self._thread.start()
         self._q.put((req, fut, value))
 
+    def stop(self) -> None:
+        """At exit: let the thread finish its queue and end (a thread left running into the
+        interpreter's shutdown may end the process in torch's C++ with std::terminate)."""
+        with self._lock:
+            t, self._thread = self._thread, None
+        if t is not None and t.is_alive():
+            self._q.put(None)
+            t.join()
+
     def _run(self) -> None:
         while True:
-            req, fut, value = self._q.get()
+            item = self._q.get()
+            if item is None:
+                return
+            req, fut, value = item
             try:
                 req.wait()
             except BaseException as e:  # noqa: BLE001  (the future carries it to DDP's wait)
@@ -86,6 +99,7 @@ class _Completer:
 
 
 _completer = _Completer()
+atexit.register(_completer.stop)    # before lpmpi's own exit handler (registered earlier)
 
 
 def allreduce_hook(state: Union[HookState, MPI.Comm, None],
