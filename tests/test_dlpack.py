@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from _mpi import run_suite
+from _mpi import child_env, run_suite
 
 torch = pytest.importorskip("torch")
 import lpmpi
@@ -131,7 +131,7 @@ def test_errors_name_the_argument_and_write_nothing():
     _raises(lambda: lpmpi.allreduce(HasArray()), TypeError, "numpy.asarray(sendbuf)")
 
 
-def test_mixed_memory_is_a_type_error():
+def test_mixed_memory_is_a_type_error(tmp_path):
     """A host tensor with a device array (emulated: __cuda_array_interface__ over host memory
     under LPMPI_EMULATE_STAGING=1, in a child so that the setting stays there)."""
     code = (
@@ -143,16 +143,16 @@ def test_mixed_memory_is_a_type_error():
         "except TypeError as e:\n"
         "    assert 'host' in str(e) and 'device' in str(e), e\n"
         "    print('OK')\n")
-    env = {"LPMPI_EMULATE_STAGING": "1", "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path,
+                       env=child_env({"LPMPI_EMULATE_STAGING": "1"}), capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
 
 
-def test_import_lpmpi_imports_no_framework():
+def test_import_lpmpi_imports_no_framework(tmp_path):
     code = ("import sys, lpmpi, lpmpi.bench\n"
             "bad = [m for m in ('torch', 'jax', 'cupy') if m in sys.modules]\n"
             "assert not bad, bad\n")
-    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path, env=child_env(),
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
