@@ -1,14 +1,14 @@
 """PyTorch DistributedDataParallel on lpmpi: a small convolutional network trained on the
 digits data set that ships with scikit-learn (8x8 images, nothing is downloaded).
 
-    mpiexec -n 2 python examples/ddp_torch.py --hook lpmpi --algorithm auto --width 1024
-    mpiexec -n 2 python examples/ddp_torch.py --hook gloo --width 1024      # the same on gloo
+    mpiexec -n 2 python examples/ddp_torch.py --hook lpmpi --algorithm auto --width 2048
+    mpiexec -n 2 python examples/ddp_torch.py --hook gloo --width 2048      # the same on gloo
 
 DDP runs on a gloo process group set up from the MPI ranks (``lpmpi.torch.init_process_group``);
 ``--hook lpmpi`` registers ``lpmpi.torch.allreduce_hook``, which averages every gradient
 bucket with ``lpmpi.iallreduce`` while backward goes on; ``--hook gloo`` keeps DDP's default
-(gloo's allreduce).  ``--width`` sets the hidden layer (``--width 1024`` gives 10 MB of
-gradients, 2048 about 37 MB).  Every rank trains on its own share of each global batch of
+(gloo's allreduce).  ``--width`` sets the hidden layers (``--width 2048`` gives 24 MiB of
+gradients).  Every rank trains on its own share of each global batch of
 ``--batch`` samples (the same samples whatever P is), so the averaged gradient is the global
 batch's.  It prints the loss and the held-out accuracy every ``--log`` steps and the median
 step time; at the end it checks that the parameters are bitwise identical on every rank, and

@@ -231,3 +231,33 @@ def test_overlap_run_reports_both_computes_with_and_without_the_thread(tmp_path)
 def test_fresh_input_needs_forms():
     rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", "--fresh-input"], child_env(), 60)
     assert rc == 2 and "--fresh-input applies to --forms" in out, out[-2000:]
+
+
+@pytest.mark.mpi
+def test_peers_adds_checked_gloo_rows_and_the_speedup(tmp_path):
+    """--peers at P = 2: a gloo row per size, checked against native like every row, and the
+    summary's auto-over-gloo speed-ups."""
+    pytest.importorskip("torch")
+    js = tmp_path / "peers.json"
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--peers", "--sizes",
+           "8,64K", "--algorithms", "native,auto", "--min-time", "0.002", "--warmup", "1",
+           "--no-bandwidth", "--json", str(js)]
+    rc, out, _ = run(cmd, child_env({"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}),
+                     180)
+    assert rc == 0, out[-6000:]
+    data = json.loads(js.read_text())
+    gloo = [r for r in data["rows"] if r["label"] == "gloo"]
+    assert {r["nbytes"] for r in gloo} == {8, 64 << 10}
+    assert all(r["check"] == "ok" and r["time_us"] > 0 for r in gloo), gloo
+    assert set(data["summary"]["allreduce"]["auto_speedup_vs_gloo"]) == {"8", str(64 << 10)}
+    assert "speed-up over torch.distributed gloo" in out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--peers", "--collective", "bcast"], "--peers compares allreduce"),
+    (["--peers", "--forms", "blocking"], "does not combine"),
+    (["--peers", "--op", "avg"], "gloo has no avg"),
+])
+def test_peers_usage_errors(args, msg):
+    rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", *args], child_env(), 60)
+    assert rc == 2 and msg in out, out[-2000:]

@@ -23,6 +23,7 @@ from lpmpi.bench.memory import HostMemory
 AUTO = "auto"
 NATIVE = "native"
 MPI4PY = "mpi4py"
+GLOO = "gloo"   # --peers: torch.distributed's gloo all_reduce
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ def make_call(
     case: Case, collective: str, bufs: Buffers, op: str, root: int, comm: MPI.Comm
 ) -> Callable[[], Any]:
     """A no-argument callable running one collective of ``case`` on ``bufs``."""
+    if case.label == GLOO:
+        return gloo_call(collective, bufs, op)
     if case.algorithm is None:  # mpi4py's own collective
         if collective == "allreduce":
             return functools.partial(comm.Allreduce, bufs.send, bufs.recv, op=mpi_op(op))
@@ -161,3 +164,26 @@ def make_call(
     if collective == "reduce":
         return functools.partial(lpmpi.reduce, bufs.send, bufs.recv, op, root, comm, **kw)
     return functools.partial(lpmpi.bcast, bufs.send, root, comm, **kw)
+
+
+GLOO_OPS = {"sum": "SUM", "prod": "PRODUCT", "max": "MAX", "min": "MIN", "band": "BAND",
+            "bor": "BOR", "bxor": "BXOR"}
+
+
+def gloo_call(collective: str, bufs: Buffers, op: str) -> Callable[[], Any]:
+    """--peers: torch.distributed's all_reduce (the gloo process group the bench set up) on
+    tensors over the same host buffers, out of place as the other rows: copy send into recv,
+    then all_reduce recv in place (what a PyTorch CPU user runs for an out-of-place result)."""
+    import torch
+    import torch.distributed as dist
+
+    if collective != "allreduce" or op not in GLOO_OPS:
+        raise ValueError(f"gloo rows: allreduce with {', '.join(GLOO_OPS)}")
+    send, recv = torch.from_numpy(bufs.send), torch.from_numpy(bufs.recv)
+    rop = getattr(dist.ReduceOp, GLOO_OPS[op])
+
+    def call() -> None:
+        recv.copy_(send)
+        dist.all_reduce(recv, op=rop)
+
+    return call

@@ -24,7 +24,7 @@ from mpi4py import MPI
 
 import lpmpi
 from lpmpi._units import parse_size, parse_sizes
-from lpmpi.bench.cases import AUTO, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
+from lpmpi.bench.cases import AUTO, GLOO, GLOO_OPS, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
 from lpmpi.bench.forms import FORMS, run_forms
 from lpmpi.bench.grid import run_compare_grid
 from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
@@ -146,6 +146,12 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         "ranks' caches",
     )
     p.add_argument(
+        "--peers",
+        action="store_true",
+        help="allreduce, host memory: add rows for torch.distributed's gloo all_reduce on the same "
+        "buffers, side by side (needs torch; gloo's group is set up from the MPI ranks)",
+    )
+    p.add_argument(
         "--overlap",
         action="store_true",
         help="allreduce: start iallreduce, compute for about as long, wait; the overlap efficiency "
@@ -187,6 +193,18 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
     modes = [m for m in ("compare_grid", "scaling", "forms", "overlap") if getattr(args, m)]
     if len(modes) > 1:
         p.error("--" + " and --".join(m.replace("_", "-") for m in modes) + " cannot be combined")
+    if args.peers:
+        if args.collective != "allreduce" or args.memory != "host":
+            p.error("--peers compares allreduce on host memory (--collective allreduce)")
+        if any(getattr(args, m) for m in ("compare_grid", "scaling", "forms", "overlap")):
+            p.error("--peers adds rows to the plain table: it does not combine with "
+                    "--compare-grid, --scaling, --forms or --overlap")
+        if args.op not in GLOO_OPS:
+            p.error(f"--peers: gloo has no {args.op} (it has {', '.join(GLOO_OPS)})")
+        try:
+            import torch.distributed  # noqa: F401
+        except ImportError:
+            p.error("--peers needs torch (pip install 'lpmpi[torch]')")
     if args.overlap and args.collective != "allreduce":
         p.error("--overlap measures allreduce (--collective allreduce)")
     if args.algorithms is not None:
@@ -221,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.op == "avg" and (args.algorithms is None or MPI4PY in args.algorithms):
         out("# note: no mpi4py row, as avg has no MPI op")
 
+    if args.peers:
+        import lpmpi.torch
+        lpmpi.torch.init_process_group(comm)
+        out("# peers: torch.distributed gloo all_reduce (copy into recvbuf, then in place)")
     backend = memory_backend(args.memory, comm)
     collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
     all_rows: list[Row] = []
@@ -228,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     summaries: dict[str, Any] = {}
     for collective in collectives:
         cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op)
+        if args.peers:
+            cases.append(Case(GLOO, None))
         if not backend.mpi_readable:  # --memory cuda, MPI not CUDA-aware
             cases = [c for c in cases if c.label != MPI4PY]
         if args.compare_grid:
@@ -254,6 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
         all_rows.extend(rows)
 
+    if args.peers:
+        import torch.distributed as dist
+        dist.destroy_process_group()
     failed = [r for r in all_rows if r.check in ("MISMATCH", "ERROR")]
     if failed:
         out(

@@ -22,7 +22,7 @@ from mpi4py import MPI
 
 import lpmpi
 from lpmpi._units import format_bytes
-from lpmpi.bench.cases import AUTO, MPI4PY, NATIVE, Row
+from lpmpi.bench.cases import AUTO, GLOO, MPI4PY, NATIVE, Row
 from lpmpi.bench.harness import MAX_REPS, MIN_REPS
 from lpmpi.engine import COLLECTIVES
 
@@ -72,6 +72,8 @@ def format_row(row: Row) -> str:
             note += f", chunk {format_bytes(row.selected_chunk_bytes)}"
     elif row.label == MPI4PY:
         note = f"mpi4py comm.{CALL_NAMES[row.collective]}"
+    elif row.label == GLOO:
+        note = "torch.distributed gloo all_reduce"
     elif row.chunk_bytes:
         note = f"chunk {format_bytes(row.chunk_bytes)}"
     if row.error:
@@ -145,6 +147,13 @@ def summarize(rows: Sequence[Row]) -> tuple[list[str], dict[str, Any]]:
             f"per-call overhead at {format_bytes(smallest)}: auto {auto.time_us:.2f} us vs mpi4py "
             f"{ref.time_us:.2f} us = {over:.2f}x (target <= {OVERHEAD_TARGET}x: {verdict})"
         )
+    peers = sorted(n for (label, n) in by if label == GLOO and (AUTO, n) in by
+                   and by[(GLOO, n)].time_us and by[(AUTO, n)].time_us)
+    if peers:
+        ups = {n: by[(GLOO, n)].time_us / by[(AUTO, n)].time_us for n in peers}
+        data["auto_speedup_vs_gloo"] = {str(n): u for n, u in ups.items()}
+        lines.append("auto's speed-up over torch.distributed gloo: "
+                     + ", ".join(f"{format_bytes(n)} {u:.2f}x" for n, u in ups.items()))
     return lines, data
 
 
