@@ -23,7 +23,10 @@ cdef extern from "lpmpi.h" nogil:
         LP_MEM_HOST
         LP_MEM_CUDA
         LP_BFLOAT16
+        LP_FLOAT16
+        LP_FLOAT32
         LP_SUM
+        LP_AVG
         LP_PROD
         LP_MAX
         LP_MIN
@@ -54,6 +57,8 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_dtype_name(lp_dtype_t dt)
     const char *lp_op_name(lp_op_t op)
     int lp_op_valid(lp_dtype_t dt, lp_op_t op)
+    int lp_widen(float *dst, const void *src, size_t n, lp_dtype_t dt) nogil
+    int lp_narrow(void *dst, const float *src, size_t n, lp_dtype_t dt) nogil
 
     ctypedef struct lp_req_t:
         pass

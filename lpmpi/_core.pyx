@@ -772,6 +772,41 @@ cdef void _warn_tables() noexcept:
     except Exception:   # warnings turned into errors must not stop the collective midway
         pass
 
+cdef bint _acc(acc_dtype, Buf *s, int op) except -1:
+    """acc_dtype: None, or float32 with float16/bfloat16 data and SUM or AVG on host memory."""
+    if acc_dtype is None:
+        return False
+    if isinstance(acc_dtype, str):
+        spelled = acc_dtype
+    else:
+        try:
+            spelled = np.dtype(acc_dtype).name
+        except TypeError:
+            spelled = str(acc_dtype)                    # torch.float32
+    if spelled.rpartition(".")[2] != "float32":     # "float32", numpy's, torch.float32
+        raise TypeError(f"acc_dtype must be None or 'float32', got {acc_dtype!r}")
+    if s.dtype != LP_FLOAT16 and s.dtype != BF16:
+        raise TypeError(f"acc_dtype='float32' accumulates float16 or bfloat16 data, not "
+                        f"{DTYPE_NAMES[s.dtype]}")
+    if op != LP_SUM and op != LP_AVG:
+        raise TypeError(f"acc_dtype='float32' applies to op sum and avg, not {OP_NAMES[op]!r}")
+    if s.mem:
+        raise TypeError("acc_dtype='float32' takes host memory (device arrays: not yet)")
+    return True
+
+cdef object _acc_tls = None
+
+cdef object _acc_scratch(size_t n):
+    """The calling thread's float32 scratch for blocking acc_dtype calls (grow-only)."""
+    global _acc_tls
+    if _acc_tls is None:
+        import threading
+        _acc_tls = threading.local()
+    buf = getattr(_acc_tls, "buf", None)
+    if buf is None or buf.size < n:
+        buf = _acc_tls.buf = np.empty(max(<size_t>n, 1), np.float32)
+    return buf[:n]
+
 # the largest message whose nonblocking or persistent start keeps the GIL (releasing and taking
 # it back costs about as much as the start itself; above this a start may reduce or copy)
 cdef size_t _START_WITH_GIL = 256 << 10
@@ -793,15 +828,23 @@ cdef class Message:
     cdef int coll, op, root, alg, size
     cdef size_t chunk
     cdef char *rptr               # the result's buffer (NULL on the non-roots of reduce)
+    cdef char *sptr               # what the engine reads (s.ptr; acc: the float32 copy)
+    cdef int edtype               # the engine's element type (s.dtype; acc: float32)
     cdef object keep_s, keep_r    # the Python objects behind s and r
     cdef readonly object result   # what the call returns
+    # acc_dtype="float32" with float16/bfloat16: the engine runs, in place, on a float32 copy
+    # of the input (widened at each start) and the result is rounded once into r at completion
+    cdef bint acc
+    cdef object acc_buf           # the float32 copy (numpy)
+    cdef char *acc_in             # the 16-bit input
+    cdef char *acc_out            # the 16-bit result (NULL: this rank gets none)
 
     def __dealloc__(self):
         _release(&self.s)
         _release(&self.r)
 
     @staticmethod
-    cdef Message for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes):
+    cdef Message for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype=None):
         cdef Message m = Message.__new__(Message)
         cdef object send = None
         _comm(comm, &m.comm, &m.size)
@@ -823,19 +866,25 @@ cdef class Message:
                 _check_pair(&m.s, &m.r, "sendbuf", "recvbuf")
             if m.r.readonly:
                 raise ValueError("recvbuf is read-only")
+            m.acc = _acc(acc_dtype, &m.s, m.op)
             if m.s.mem:
                 _sync_streams(&m.s, &m.r)
         except BaseException:
             _local_error(m.comm)
             raise
         m.rptr = m.r.ptr
+        m.sptr = m.s.ptr
+        m.edtype = m.s.dtype
+        if m.acc:
+            m.acc_in, m.acc_out = m.s.ptr, m.r.ptr
         m.keep_s = send
         m.keep_r = recvbuf
         m.result = recvbuf
         return m
 
     @staticmethod
-    cdef Message for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes):
+    cdef Message for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes,
+                            acc_dtype=None):
         cdef Message m = Message.__new__(Message)
         cdef object send = None
         cdef int rank = 0
@@ -862,12 +911,17 @@ cdef class Message:
                 _get_buf(recvbuf, "recvbuf", &m.r)
             if (inplace or recvbuf is not None) and m.r.readonly:
                 raise ValueError("recvbuf is read-only")
+            m.acc = _acc(acc_dtype, &m.s, m.op)
             if m.s.mem:
                 _sync_streams(&m.s, &m.r if is_root else NULL)
         except BaseException:
             _local_error(m.comm)
             raise
         m.rptr = m.r.ptr if is_root else NULL
+        m.sptr = m.s.ptr
+        m.edtype = m.s.dtype
+        if m.acc:
+            m.acc_in, m.acc_out = m.s.ptr, m.rptr
         m.keep_s = send
         m.keep_r = recvbuf
         m.result = recvbuf if is_root else None
@@ -892,6 +946,8 @@ cdef class Message:
             _local_error(m.comm)
             raise
         m.rptr = m.s.ptr
+        m.sptr = m.s.ptr
+        m.edtype = m.s.dtype
         m.keep_s = buf
         m.result = buf
         return m
@@ -922,15 +978,20 @@ cdef class Message:
         cdef lp_req_t **out = NULL if kind == LP_REQ_BLOCKING else &req
         cdef size_t nbytes = self.s.count * lp_dtype_size(self.s.dtype)
         self.prepare()
+        if self.acc:
+            self.acc_setup(kind)
+            nbytes *= 2
+            if kind != LP_REQ_PERSISTENT:
+                self.acc_widen()
         if _debug:
             _debug_log(self)
         if kind == LP_REQ_BLOCKING or _check_enabled or nbytes > _START_WITH_GIL:
             with nogil:
-                rc = lp_request(out, kind, self.coll, self.comm, self.s.ptr, self.rptr, self.s.count,
-                                self.s.dtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
+                rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.s.count,
+                                self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
         else:
-            rc = lp_request(out, kind, self.coll, self.comm, self.s.ptr, self.rptr, self.s.count,
-                            self.s.dtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
+            rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.s.count,
+                            self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
         if rc != LP_OK:
             _raise_status(rc)
         return req
@@ -940,6 +1001,41 @@ cdef class Message:
         if _norphans:
             _reap_orphans()
         self.request(LP_REQ_BLOCKING)
+        if self.acc:
+            self.acc_narrow()
+        return 0
+
+    cdef int acc_setup(self, int kind) except -1:
+        """acc: the float32 copy the engine runs on, in place (a blocking call borrows the
+        thread's; a request owns one for its life)."""
+        cdef char *p
+        if self.acc_buf is not None:
+            return 0
+        self.acc_buf = (_acc_scratch(self.s.count) if kind == LP_REQ_BLOCKING
+                        else np.empty(self.s.count, np.float32))
+        p = <char *>cnp.PyArray_DATA(<cnp.ndarray>self.acc_buf)
+        self.sptr = p
+        if self.rptr != NULL:
+            self.rptr = p
+        self.edtype = LP_FLOAT32
+        return 0
+
+    cdef int acc_widen(self) except -1:
+        """acc: the input into the float32 copy (each start)."""
+        cdef int dt = self.s.dtype
+        cdef size_t n = self.s.count
+        with nogil:
+            lp_widen(<float *>self.sptr, self.acc_in, n, dt)
+        return 0
+
+    cdef int acc_narrow(self) except -1:
+        """acc: the float32 result rounded once into the 16-bit result (at completion)."""
+        cdef int dt = self.s.dtype
+        cdef size_t n = self.s.count
+        if self.acc_out == NULL:
+            return 0
+        with nogil:
+            lp_narrow(self.acc_out, <const float *>self.sptr, n, dt)
         return 0
 
 cdef str _source_name(int src):
@@ -969,7 +1065,8 @@ cdef void _debug_log(Message m) except *:
           file=sys.stderr, flush=True)
 
 # ---------------------------------------------------------------- collectives
-def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None):
+def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None,
+              acc_dtype=None):
     """Reduce ``sendbuf`` over all ranks of ``comm`` and leave the result on every rank.
 
     Returns ``recvbuf`` (a new array like ``sendbuf`` when None).  In place: ``sendbuf`` is
@@ -978,13 +1075,14 @@ def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", c
     >>> import numpy as np, lpmpi
     >>> y = lpmpi.allreduce(np.ones(4, np.float32))   # doctest: +SKIP
     """
-    cdef Message m = Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes)
+    cdef Message m = Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                           acc_dtype)
     m.run()
     return m.result
 
 
 def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
-           chunk_bytes=None):
+           chunk_bytes=None, acc_dtype=None):
     """Reduce ``sendbuf`` over all ranks of ``comm`` into ``recvbuf`` on ``root``.
 
     Returns ``recvbuf`` on the root (a new array like ``sendbuf`` when None) and None
@@ -994,7 +1092,8 @@ def reduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="aut
     >>> import numpy as np, lpmpi
     >>> y = lpmpi.reduce(np.ones(4), root=0)   # doctest: +SKIP
     """
-    cdef Message m = Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes)
+    cdef Message m = Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes,
+                                        acc_dtype)
     m.run()
     return m.result
 
@@ -1058,9 +1157,16 @@ cdef class Request:
     cdef lp_req_t *req
     cdef Message msg
     cdef int kind
+    cdef bint acc_due             # acc: the result awaits its rounding (once per completion)
 
     def __cinit__(self):
         self.req = NULL
+
+    cdef int _complete(self) except -1:
+        if self.acc_due:
+            self.acc_due = False
+            self.msg.acc_narrow()
+        return 0
 
     @staticmethod
     cdef Request make(Message m, int kind):
@@ -1070,6 +1176,7 @@ cdef class Request:
         r.req = m.request(kind)
         r.msg = m
         r.kind = kind
+        r.acc_due = m.acc and kind == LP_REQ_NONBLOCKING
         return r
 
     cdef int _check(self) except -1:
@@ -1087,6 +1194,8 @@ cdef class Request:
             _reap_orphans()
         if rc != LP_OK:
             _raise_status(rc)
+        if done:
+            self._complete()
         return bool(done)
 
     def wait(self):
@@ -1104,6 +1213,7 @@ cdef class Request:
             _reap_orphans()
         if rc != LP_OK:
             _raise_status(rc)
+        self._complete()
         return self.msg.result
 
     @property
@@ -1128,6 +1238,9 @@ cdef class Request:
                              "starting it again")
         if _norphans:
             _reap_orphans()
+        if self.msg.acc:
+            self.msg.acc_widen()
+            self.acc_due = True
         if self.msg.s.count * lp_dtype_size(self.msg.s.dtype) > _START_WITH_GIL:
             with nogil:
                 rc = lp_start(self.req)
@@ -1219,7 +1332,8 @@ import atexit as _atexit
 _atexit.register(_at_exit)
 
 
-def iallreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None):
+def iallreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None,
+               acc_dtype=None):
     """Nonblocking :func:`allreduce`: starts it and returns a :class:`Request` whose ``wait()``
     returns recvbuf.  Arguments and errors as the blocking call (raised here, before any
     communication).
@@ -1228,15 +1342,15 @@ def iallreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", 
     >>> ...                                      # compute meanwhile
     >>> grad_avg = req.wait()                    # doctest: +SKIP
     """
-    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes),
-                        LP_REQ_NONBLOCKING)
+    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                              acc_dtype), LP_REQ_NONBLOCKING)
 
 
 def ireduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
-            chunk_bytes=None):
+            chunk_bytes=None, acc_dtype=None):
     """Nonblocking :func:`reduce`; ``wait()`` returns recvbuf on the root, None elsewhere."""
-    return Request.make(Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes),
-                        LP_REQ_NONBLOCKING)
+    return Request.make(Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes,
+                                           acc_dtype), LP_REQ_NONBLOCKING)
 
 
 def ibcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
@@ -1245,22 +1359,22 @@ def ibcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
 
 
 def allreduce_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                   chunk_bytes=None):
+                   chunk_bytes=None, acc_dtype=None):
     """Persistent :func:`allreduce`: arguments checked, algorithm chosen and scratch reserved
     once; ``start()`` then ``wait()``, as often as needed, with the buffers' current contents.
 
     >>> p = lpmpi.allreduce_init(grad, lpmpi.IN_PLACE)   # doctest: +SKIP
     >>> for step in range(n): p.start(); ...; p.wait()  # doctest: +SKIP
     """
-    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes),
-                        LP_REQ_PERSISTENT)
+    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                              acc_dtype), LP_REQ_PERSISTENT)
 
 
 def reduce_init(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
-                chunk_bytes=None):
+                chunk_bytes=None, acc_dtype=None):
     """Persistent :func:`reduce` (see :func:`allreduce_init`)."""
-    return Request.make(Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes),
-                        LP_REQ_PERSISTENT)
+    return Request.make(Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes,
+                                           acc_dtype), LP_REQ_PERSISTENT)
 
 
 def bcast_init(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
@@ -1294,6 +1408,8 @@ def waitall(requests):
         _reap_orphans()
     if rc != LP_OK:
         _raise_status(rc)
+    for x in reqs:
+        (<Request>x)._complete()
     return [(<Request>x).msg.result for x in reqs]
 
 

@@ -37,11 +37,14 @@ __all__ = ["HookState", "allreduce_hook", "init_process_group"]
 
 
 class HookState:
-    """What ``allreduce_hook`` needs: the communicator (an mpi4py ``Comm``; None: COMM_WORLD)
-    and the allreduce's ``algorithm`` and ``chunk_bytes`` (as ``lpmpi.allreduce``)."""
+    """What ``allreduce_hook`` needs: the communicator (an mpi4py ``Comm``; None: COMM_WORLD),
+    the allreduce's ``algorithm`` and ``chunk_bytes`` (as ``lpmpi.allreduce``), and
+    ``acc_dtype`` ("float32": float16 and bfloat16 buckets are summed in float32 and rounded
+    once; buckets of other dtypes are averaged as they are)."""
 
     def __init__(self, comm: Optional[MPI.Comm] = None, *, algorithm: str = "auto",
-                 chunk_bytes: Union[int, str, None] = None) -> None:
+                 chunk_bytes: Union[int, str, None] = None,
+                 acc_dtype: Optional[str] = None) -> None:
         self.comm = MPI.COMM_WORLD if comm is None else comm
         if not isinstance(self.comm, MPI.Comm):
             raise TypeError(f"comm must be an mpi4py communicator or None, got "
@@ -50,12 +53,15 @@ class HookState:
             raise RuntimeError("lpmpi.torch.allreduce_hook completes its futures from a thread: "
                                "MPI must be initialised with MPI_THREAD_MULTIPLE (mpi4py's "
                                "default; see mpi4py.rc.thread_level)")
+        if acc_dtype not in (None, "float32", torch.float32):
+            raise TypeError(f"acc_dtype must be None or 'float32', got {acc_dtype!r}")
         self.algorithm = algorithm
         self.chunk_bytes = chunk_bytes
+        self.acc_dtype = acc_dtype
 
     def __repr__(self) -> str:
         return (f"HookState(size={self.comm.Get_size()}, algorithm={self.algorithm!r}, "
-                f"chunk_bytes={self.chunk_bytes!r})")
+                f"chunk_bytes={self.chunk_bytes!r}, acc_dtype={self.acc_dtype!r})")
 
 
 class _Completer:
@@ -109,8 +115,9 @@ def allreduce_hook(state: Union[HookState, MPI.Comm, None],
     COMM_WORLD) with the default options."""
     st = state if isinstance(state, HookState) else HookState(state)
     grad = bucket.buffer()
+    acc = st.acc_dtype if grad.dtype in (torch.float16, torch.bfloat16) else None
     req = lpmpi.iallreduce(lpmpi.IN_PLACE, grad, op="avg", comm=st.comm,
-                           algorithm=st.algorithm, chunk_bytes=st.chunk_bytes)
+                           algorithm=st.algorithm, chunk_bytes=st.chunk_bytes, acc_dtype=acc)
     fut: torch.futures.Future = torch.futures.Future()
     _completer.submit(req, fut, grad)
     return fut

@@ -86,6 +86,10 @@ lp_reduce_fn lp_reduce_kernel(lp_dtype_t dt, lp_op_t op);
 int lp_op_valid(lp_dtype_t dt, lp_op_t op);
 /* buf[i] /= divisor, in the element type (float16/bfloat16 through float32); used by AVG. */
 void lp_scale(void *buf, size_t n, lp_dtype_t dt, double divisor);
+/* acc_dtype="float32": dst[i] = (float)src[i] for float16/bfloat16 src, and back with round to
+ * nearest even; LP_ERR_ARG for any other dt. */
+int lp_widen(float *dst, const void *src, size_t n, lp_dtype_t dt);
+int lp_narrow(void *dst, const float *src, size_t n, lp_dtype_t dt);
 
 /* ---- collectives (request.c) ----
  * count: elements.  alg: index into the registry or LP_ALG_AUTO.  chunk_bytes: 0 = choose.
