@@ -157,24 +157,29 @@ void lp_scale(void *buf, size_t n, lp_dtype_t dt, double divisor) {
 
 /* ---- float32 accumulation of float16 / bfloat16 (acc_dtype): widen the input once, round the
  * result once (round to nearest even, the same bits as the kernels' own rounding) ---- */
+LP_CLONES static void widen_f16(float *dst, const uint16_t *h, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = f16_to_f(h[i]);
+}
+LP_CLONES static void widen_bf16(float *dst, const uint16_t *h, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f(h[i]);
+}
+LP_CLONES static void narrow_f16(uint16_t *h, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) h[i] = f_to_f16(src[i]);
+}
+LP_CLONES static void narrow_bf16(uint16_t *h, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) h[i] = f_to_bf16(src[i]);
+}
+
 int lp_widen(float *dst, const void *src, size_t n, lp_dtype_t dt) {
-    const uint16_t *h = (const uint16_t *)src;
-    if (dt == LP_FLOAT16)
-        for (size_t i = 0; i < n; i++) dst[i] = f16_to_f(h[i]);
-    else if (dt == LP_BFLOAT16)
-        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f(h[i]);
-    else
-        return LP_ERR_ARG;
+    if (dt == LP_FLOAT16) widen_f16(dst, (const uint16_t *)src, n);
+    else if (dt == LP_BFLOAT16) widen_bf16(dst, (const uint16_t *)src, n);
+    else return LP_ERR_ARG;
     return LP_OK;
 }
 
 int lp_narrow(void *dst, const float *src, size_t n, lp_dtype_t dt) {
-    uint16_t *h = (uint16_t *)dst;
-    if (dt == LP_FLOAT16)
-        for (size_t i = 0; i < n; i++) h[i] = f_to_f16(src[i]);
-    else if (dt == LP_BFLOAT16)
-        for (size_t i = 0; i < n; i++) h[i] = f_to_bf16(src[i]);
-    else
-        return LP_ERR_ARG;
+    if (dt == LP_FLOAT16) narrow_f16((uint16_t *)dst, src, n);
+    else if (dt == LP_BFLOAT16) narrow_bf16((uint16_t *)dst, src, n);
+    else return LP_ERR_ARG;
     return LP_OK;
 }
