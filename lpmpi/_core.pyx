@@ -460,7 +460,7 @@ cdef int _get_dlpack(obj, str name, Buf *b) except -1:
             expect *= <size_t>n
     b.ptr = <char *>t.data + t.byte_offset
     b.count = count
-    if type(obj).__module__.split(".", 1)[0] in ("jax", "jaxlib"):
+    if _is_jax(obj):
         b.readonly = True                      # JAX arrays are immutable
     if dtype_ == DL_CUDA:
         _check_device_ptr(<size_t>b.ptr, count, name)
@@ -715,6 +715,9 @@ cdef object _alloc_like(obj, int dtype, int mem=0):
 cdef bint _is_torch(obj):
     return type(obj).__module__.startswith("torch")
 
+cdef bint _is_jax(obj):
+    return type(obj).__module__.split(".", 1)[0] in ("jax", "jaxlib")
+
 cdef object _np_dtype(int dtype):
     if dtype == BF16:
         try:
@@ -838,6 +841,7 @@ cdef class Message:
     cdef object acc_buf           # the float32 copy (numpy)
     cdef char *acc_in             # the 16-bit input
     cdef char *acc_out            # the 16-bit result (NULL: this rank gets none)
+    cdef bint to_jax              # recvbuf=None for a JAX input: the result becomes a JAX array
 
     def __dealloc__(self):
         _release(&self.s)
@@ -859,6 +863,7 @@ cdef class Message:
             _check_op(m.op, m.s.dtype)
             if recvbuf is None:
                 recvbuf = _alloc_like(send, m.s.dtype, m.s.mem)
+                m.to_jax = _is_jax(send)
             if inplace:
                 _alias(&m.r, &m.s)
             else:
@@ -908,6 +913,7 @@ cdef class Message:
                 _check_pair(&m.s, &m.r, "sendbuf", "recvbuf")
             elif is_root:
                 recvbuf = _alloc_like(send, m.s.dtype, m.s.mem)
+                m.to_jax = _is_jax(send)
                 _get_buf(recvbuf, "recvbuf", &m.r)
             if (inplace or recvbuf is not None) and m.r.readonly:
                 raise ValueError("recvbuf is read-only")
@@ -1001,8 +1007,16 @@ cdef class Message:
         if _norphans:
             _reap_orphans()
         self.request(LP_REQ_BLOCKING)
+        self.finish()
+        return 0
+
+    cdef int finish(self) except -1:
+        """At completion: the 16-bit rounding of acc, then a JAX result for a JAX input."""
         if self.acc:
             self.acc_narrow()
+        if self.to_jax:
+            import jax.numpy as jnp
+            self.result = jnp.asarray(self.keep_r)    # a copy: JAX arrays are immutable
         return 0
 
     cdef int acc_setup(self, int kind) except -1:
@@ -1157,15 +1171,15 @@ cdef class Request:
     cdef lp_req_t *req
     cdef Message msg
     cdef int kind
-    cdef bint acc_due             # acc: the result awaits its rounding (once per completion)
+    cdef bint due                 # the result awaits Message.finish (once per completion)
 
     def __cinit__(self):
         self.req = NULL
 
     cdef int _complete(self) except -1:
-        if self.acc_due:
-            self.acc_due = False
-            self.msg.acc_narrow()
+        if self.due:
+            self.due = False
+            self.msg.finish()
         return 0
 
     @staticmethod
@@ -1176,7 +1190,7 @@ cdef class Request:
         r.req = m.request(kind)
         r.msg = m
         r.kind = kind
-        r.acc_due = m.acc and kind == LP_REQ_NONBLOCKING
+        r.due = (m.acc or m.to_jax) and kind == LP_REQ_NONBLOCKING
         return r
 
     cdef int _check(self) except -1:
@@ -1240,7 +1254,7 @@ cdef class Request:
             _reap_orphans()
         if self.msg.acc:
             self.msg.acc_widen()
-            self.acc_due = True
+        self.due = self.msg.acc or self.msg.to_jax
         if self.msg.s.count * lp_dtype_size(self.msg.s.dtype) > _START_WITH_GIL:
             with nogil:
                 rc = lp_start(self.req)
