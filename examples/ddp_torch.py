@@ -47,6 +47,10 @@ def main() -> int:
     p.add_argument("--algorithm", default="auto", help="lpmpi's algorithm (--hook lpmpi)")
     p.add_argument("--chunk-bytes", default=None, help="lpmpi's chunk_bytes (--hook lpmpi)")
     p.add_argument("--width", type=int, default=256, help="hidden units (default 256)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="parameters and gradients (default float32)")
+    p.add_argument("--acc-dtype", choices=["float32"], default=None,
+                   help="--hook lpmpi: sum 16-bit gradients in float32, round once")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch", type=int, default=64, help="global batch (default 64)")
     p.add_argument("--lr", type=float, default=0.2)
@@ -62,16 +66,17 @@ def main() -> int:
     lpmpi.torch.init_process_group(comm)
 
     digits = load_digits()
-    X = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
+    dtype = getattr(torch, args.dtype)
+    X = torch.tensor(digits.images / 16.0, dtype=dtype).unsqueeze(1)
     Y = torch.tensor(digits.target, dtype=torch.int64)
     Xtr, Ytr, Xte, Yte = X[:1500], Y[:1500], X[1500:], Y[1500:]
 
     torch.manual_seed(args.seed)                # the same initial model everywhere
-    model = DDP(net(args.width))
+    model = DDP(net(args.width).to(dtype))
     if args.hook == "lpmpi":
         chunk = int(args.chunk_bytes) if args.chunk_bytes else None
         model.register_comm_hook(lpmpi.torch.HookState(comm, algorithm=args.algorithm,
-                                                       chunk_bytes=chunk),
+                                                       chunk_bytes=chunk, acc_dtype=args.acc_dtype),
                                  lpmpi.torch.allreduce_hook)
     nparams = sum(q.numel() for q in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
@@ -80,7 +85,8 @@ def main() -> int:
     if rank == 0:
         print(f"DDP P={size} hook={args.hook}"
               + (f" algorithm={args.algorithm}" if args.hook == "lpmpi" else "")
-              + f" params={nparams} ({nparams * 4 / 2**20:.1f} MiB of gradients)", flush=True)
+              + f" {args.dtype} params={nparams}"
+              + f" ({nparams * X.element_size() / 2**20:.1f} MiB of gradients)", flush=True)
     times = []
     for step in range(1, args.steps + 1):
         idx = torch.randint(0, len(Xtr), (args.batch,), generator=gen)
@@ -103,7 +109,7 @@ def main() -> int:
                 print(f"step {step:4d}  loss {gl:.6f}  accuracy {acc:.4f}  "
                       f"step time {statistics.median(times[-args.log:]) * 1e3:.2f} ms",
                       flush=True)
-    flat = torch.cat([q.detach().reshape(-1) for q in model.parameters()]).numpy()
+    flat = torch.cat([q.detach().float().reshape(-1) for q in model.parameters()]).numpy()
     digests = comm.allgather(hashlib.blake2b(flat.tobytes(), digest_size=12).hexdigest())
     same = len(set(digests)) == 1
     med = comm.allreduce(statistics.median(times[len(times) // 5:]), op=MPI.MAX)

@@ -34,9 +34,21 @@ def test_ddp_lpmpi_hook_matches_gloo(tmp_path, nprocs):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6, err_msg=f"algorithm {alg}")
 
 
+@pytest.mark.mpi
+def test_ddp_bfloat16_with_float32_accumulation(tmp_path):
+    """bfloat16 parameters, gradients averaged with acc_dtype="float32": trains, the same bits on
+    every rank (the example checks), and differs from the 16-bit sums only by rounding."""
+    acc = train(tmp_path, 3, "lpmpi", "--dtype", "bfloat16", "--acc-dtype", "float32")
+    plain = train(tmp_path, 3, "lpmpi", "--dtype", "bfloat16")
+    assert np.all(np.isfinite(acc))
+    np.testing.assert_allclose(acc, plain, rtol=0.1, atol=0.05)
+
+
 def test_hook_state_checks_its_arguments():
     import lpmpi.torch
     with pytest.raises(TypeError, match="comm must be an mpi4py communicator"):
         lpmpi.torch.HookState(comm=42)
+    with pytest.raises(TypeError, match="acc_dtype"):
+        lpmpi.torch.HookState(acc_dtype="float64")
     st = lpmpi.torch.HookState(algorithm="lp", chunk_bytes="64K")
     assert "lp" in repr(st)
