@@ -10,8 +10,8 @@ with the GIL released; a failed status becomes an exception.
 Names (dtypes, ops, collectives, memory kinds) and limits come from the engine; nothing here
 restates them.  The environment is read by :mod:`lpmpi._env`, which calls ``_configure``.
 """
-from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_FORMAT,
-                             PyBUF_C_CONTIGUOUS)
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer,
+                             PyBUF_FORMAT, PyBUF_C_CONTIGUOUS)
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.string cimport memset
 cimport cython
@@ -481,8 +481,9 @@ cdef str _accepted(obj, str name):
             f"got {type(obj).__module__}.{type(obj).__qualname__}{hint}")
 
 cdef int _get_buf(obj, str name, Buf *b) except -1:
-    """Fill b from a numpy array, a buffer-protocol object or a device array
-    (``__cuda_array_interface__``, or a PyTorch CUDA tensor of a dtype it lacks)."""
+    """Fill b from, in this order: a numpy array, an object with ``__dlpack__``, a
+    buffer-protocol object, a device array (``__cuda_array_interface__``, or a PyTorch CUDA
+    tensor of a dtype it lacks)."""
     cdef cnp.ndarray a
     memset(b, 0, sizeof(Buf))
     if cnp.PyArray_Check(obj):
@@ -503,26 +504,22 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
         raise TypeError(f"{name} must be an array, not {what}{hint}")
     if hasattr(type(obj), "__dlpack__") and hasattr(type(obj), "__dlpack_device__"):
         return _get_dlpack(obj, name, b)
-    try:
-        cai = obj.__cuda_array_interface__
-    except AttributeError:
-        cai = None
-    except TypeError as e:   # PyTorch raises it for dtypes the interface lacks (bfloat16)
-        if _is_torch_cuda(obj):
-            return _get_torch(obj, name, b)
-        raise TypeError(f"{name}: {e}") from None
-    if cai is not None:
+    if not PyObject_CheckBuffer(obj):        # then device arrays without DLPack
+        try:
+            cai = obj.__cuda_array_interface__
+        except AttributeError:
+            raise TypeError(_accepted(obj, name)) from None
+        except TypeError as e:   # PyTorch raises it for dtypes the interface lacks (bfloat16)
+            if _is_torch_cuda(obj):
+                return _get_torch(obj, name, b)
+            raise TypeError(f"{name}: {e}") from None
+        if cai is None:
+            raise TypeError(_accepted(obj, name))
         return _get_cai(obj, cai, name, b)
     try:
         PyObject_GetBuffer(obj, &b.view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)
     except BufferError:
-        try:
-            memoryview(obj)
-        except TypeError:
-            raise TypeError(_accepted(obj, name)) from None
         raise ValueError(f"{name} must be C-contiguous") from None
-    except TypeError:
-        raise TypeError(_accepted(obj, name)) from None
     b.has_view = True
     b.dtype = _format_dtype(&b.view)
     if b.dtype < 0:

@@ -1,10 +1,10 @@
 """Framework arrays as buffers: PyTorch CPU tensors and numpy arrays seen only through DLPack.
 
 - the contract matrices (allreduce, reduce, bcast; every algorithm, dtype, op and buffer mode
-  of tests/mpi_cases.py) with torch tensors at P = 1..4 and with DLPack-only objects at
-  P = 2 and 3, blocking, nonblocking and persistent: results checked against numpy references,
+  of tests/mpi_cases.py) with torch tensors at P = 1..4 (blocking; nonblocking and persistent
+  at P = 2) and with DLPack-only objects: results checked against numpy references,
   recvbuf=None returning a tensor of the input's dtype and device, errors before any
-  communication with nothing written;
+  communication with nothing written (DLPack-only objects at P = 1..4, blocking);
 - the errors a framework user meets, each naming the argument passed (in place: recvbuf);
 - ``import lpmpi`` imports no framework.
 torch is in the test extra (pip install '.[test]' pins the CPU build); without it these skip.
@@ -37,7 +37,7 @@ def test_torch_forms(suite, form):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+@pytest.mark.parametrize("nprocs", (1, 2, 3, 4), ids=lambda p: f"P{p}")
 @pytest.mark.parametrize("suite", ["allreduce", "reduce", "bcast"])
 def test_dlpack_only_matrix(suite, nprocs):
     run_suite(suite, nprocs, "--backend", "dlpack", "--stride", str(STRIDE[nprocs]))
