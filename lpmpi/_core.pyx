@@ -397,8 +397,7 @@ cdef int _get_dlpack(obj, str name, Buf *b) except -1:
     makes one, with its read-only flag; else the legacy capsule).  b then owns the managed
     tensor (consumed: the capsule is renamed "used_...") until _release."""
     try:
-        dev = obj.__dlpack_device__()
-        dtype_, dev_id = int(dev[0]), int(dev[1])
+        dtype_ = int(obj.__dlpack_device__()[0])
     except Exception as e:
         raise TypeError(f"{name}.__dlpack_device__() failed: {e}") from None
     if dtype_ not in (DL_CPU, DL_CUDA, DL_CUDA_HOST):
@@ -425,10 +424,10 @@ cdef int _get_dlpack(obj, str name, Buf *b) except -1:
         mt = PyCapsule_GetPointer(cap, b"dltensor_versioned")
         PyCapsule_SetName(cap, b"used_dltensor_versioned")
         versioned = True
-        if (<DLManagedTensorVersioned *>mt).version.major != 1:
+        major = (<DLManagedTensorVersioned *>mt).version.major
+        if major != 1:
             _dl_delete(mt, True)
-            raise TypeError(f"{name}: DLPack version {(<DLManagedTensorVersioned *>mt).version.major}"
-                            " is not supported (1.x is)")
+            raise TypeError(f"{name}: DLPack version {major} is not supported (1.x is)")
         t = &(<DLManagedTensorVersioned *>mt).dl_tensor
         b.readonly = ((<DLManagedTensorVersioned *>mt).flags & DL_FLAG_READ_ONLY) != 0
     elif PyCapsule_IsValid(cap, b"dltensor"):

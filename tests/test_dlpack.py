@@ -131,6 +131,34 @@ def test_errors_name_the_argument_and_write_nothing():
     _raises(lambda: lpmpi.allreduce(HasArray()), TypeError, "numpy.asarray(sendbuf)")
 
 
+def test_other_devices_and_failing_producers():
+    class OnDevice(DLPackOnly):
+        def __init__(self, a, device):
+            super().__init__(a)
+            self.device = device
+
+        def __dlpack_device__(self):
+            return (self.device, 0)
+
+    x = np.ones(4)
+    _raises(lambda: lpmpi.allreduce(OnDevice(x, 10)), TypeError, "sendbuf", "ROCm")
+    _raises(lambda: lpmpi.bcast(OnDevice(x, 99)), TypeError, "buf", "type 99")
+    if not lpmpi.engine.CUDA_BUILD:
+        _raises(lambda: lpmpi.allreduce(OnDevice(x, 2)), TypeError, "no CUDA support")
+
+    class Broken(DLPackOnly):
+        def __dlpack__(self, **kw):
+            raise RuntimeError("cannot export")
+
+    _raises(lambda: lpmpi.allreduce(Broken(x)), TypeError, "cannot be exported by DLPack")
+
+    class NotACapsule(DLPackOnly):
+        def __dlpack__(self, **kw):
+            return 42
+
+    _raises(lambda: lpmpi.allreduce(NotACapsule(x)), TypeError, "did not return a DLPack capsule")
+
+
 def test_mixed_memory_is_a_type_error(tmp_path):
     """A host tensor with a device array (emulated: __cuda_array_interface__ over host memory
     under LPMPI_EMULATE_STAGING=1, in a child so that the setting stays there)."""
