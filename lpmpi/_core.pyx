@@ -859,7 +859,7 @@ cdef class Message:
             _check_op(m.op, m.s.dtype)
             if recvbuf is None:
                 recvbuf = _alloc_like(send, m.s.dtype, m.s.mem)
-                m.to_jax = _is_jax(send)
+                m.to_jax = not cnp.PyArray_Check(send) and _is_jax(send)
             if inplace:
                 _alias(&m.r, &m.s)
             else:
@@ -909,7 +909,7 @@ cdef class Message:
                 _check_pair(&m.s, &m.r, "sendbuf", "recvbuf")
             elif is_root:
                 recvbuf = _alloc_like(send, m.s.dtype, m.s.mem)
-                m.to_jax = _is_jax(send)
+                m.to_jax = not cnp.PyArray_Check(send) and _is_jax(send)
                 _get_buf(recvbuf, "recvbuf", &m.r)
             if (inplace or recvbuf is not None) and m.r.readonly:
                 raise ValueError("recvbuf is read-only")

@@ -406,9 +406,7 @@ def sentinel_like(kind_, dt, count, shape):
 
 
 def buf_shape(buf):
-    if isinstance(buf, np.ndarray) or is_device(buf) or isinstance(buf, DLPackOnly):
-        return tuple(buf.shape)
-    if is_torch(buf):
+    if isinstance(buf, (np.ndarray, DLPackOnly)) or is_device(buf) or is_torch(buf):
         return tuple(buf.shape)
     return np.asarray(memoryview(buf)).shape
 
