@@ -14,7 +14,8 @@ too).  Everything else, errors before any communication included, is checked unc
 Array backends (--backend): numpy (host memory, the default); torch (PyTorch CPU tensors,
 through DLPack); dlpack (numpy arrays behind an object that has only __dlpack__ and
 __dlpack_device__); fakedev (HostDeviceArray: __cuda_array_interface__ over host memory, run
-with LPMPI_EMULATE_STAGING=1); cupy (device memory on a GPU).  With a backend other than numpy
+with LPMPI_EMULATE_STAGING=1); cupy (device memory on a GPU); torch-cuda (PyTorch CUDA
+tensors, through DLPack's device path).  With a backend other than numpy
 the numpy buffers of the matrices become that backend's arrays (the other buffer kinds are
 skipped).
 
@@ -265,6 +266,7 @@ def torch_of(a):
 
 def numpy_of_torch(t):
     import torch
+    t = t.detach().cpu()          # a CPU tensor's .cpu() is itself (no copy)
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(BF16)
     return t.numpy()
@@ -276,7 +278,7 @@ def is_torch(buf):
 
 def backend_types():
     """Classes of the current backend's arrays (what recvbuf=None must return)."""
-    if BACKEND == "torch":
+    if BACKEND in ("torch", "torch-cuda"):
         import torch
         return (torch.Tensor,)
     if BACKEND == "fakedev":
@@ -289,6 +291,8 @@ def backend_types():
 
 
 def is_device(buf):
+    if BACKEND == "torch-cuda":
+        return is_torch(buf) and buf.is_cuda
     return (BACKEND in ("fakedev", "cupy") and buf is not None
             and hasattr(buf, "__cuda_array_interface__"))
 
@@ -297,6 +301,8 @@ def to_backend(a):
     """A numpy array as an array of the current backend (a copy)."""
     if BACKEND == "torch":
         return torch_of(a)
+    if BACKEND == "torch-cuda":
+        return torch_of(a).cuda()
     if BACKEND == "dlpack":
         return DLPackOnly(a.copy())
     if BACKEND == "fakedev":
@@ -310,6 +316,8 @@ def to_backend(a):
 
 def to_host(buf):
     """Host numpy copy of a device array of the current backend."""
+    if is_torch(buf):
+        return numpy_of_torch(buf).copy()
     if hasattr(buf, "get"):
         return np.asarray(buf.get())
     raise TypeError(f"cannot copy {type(buf).__name__} to the host")
@@ -412,10 +420,10 @@ def buf_shape(buf):
 
 
 def buf_dtype(buf):
-    if isinstance(buf, np.ndarray) or is_device(buf) or isinstance(buf, DLPackOnly):
-        return buf.dtype
     if is_torch(buf):
         return flat(buf).dtype
+    if isinstance(buf, np.ndarray) or is_device(buf) or isinstance(buf, DLPackOnly):
+        return buf.dtype
     return np.asarray(memoryview(buf)).dtype
 
 
@@ -862,6 +870,7 @@ def backend_supports(c):
     if c.get("buf", "numpy") != "numpy" or c.get("rbuf") not in (None, "numpy"):
         return False
     # CuPy has no bfloat16; numpy's own __dlpack__ does not export ml_dtypes' bfloat16
+    # (torch-cuda has it: DLPack's bfloat16)
     return not (BACKEND in ("cupy", "dlpack") and c.get("dtype") == "bfloat16")
 
 
@@ -1516,10 +1525,10 @@ class CAIView:
 
 
 def suite_device(h):
-    """Device arrays (--backend fakedev or cupy): argument errors before any communication,
+    """Device arrays (--backend fakedev, cupy or torch-cuda): argument errors before any communication,
     the interface's stream and read-only flag, mixed host/device buffers."""
     if BACKEND == "numpy":
-        h.fail("device suite", "needs --backend fakedev or --backend cupy")
+        h.fail("device suite", "needs --backend fakedev, cupy or torch-cuda")
         return
     P = SIZE
     dev = lambda a: to_backend(np.asarray(a))
@@ -1590,6 +1599,28 @@ def suite_device(h):
             got = out.get()
             check(np.all(got == P * (P + 1) / 2), "stream: the write queued on the array's "
                   f"stream was not waited for ({got[:4]} ...)")
+        if BACKEND == "torch-cuda":
+            import torch
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):   # DLPack: lpmpi names its stream, torch orders s before it
+                big = torch.zeros(1 << 22, dtype=torch.float32, device="cuda")
+                big += RANK + 1
+                out = lpmpi.allreduce(big, algorithm="lp", chunk_bytes=1 << 18)
+                got = out.cpu().numpy()
+            check(np.all(got == P * (P + 1) / 2), "stream: the write queued on the tensor's "
+                  f"stream was not waited for ({got[:4]} ...)")
+            check(out.is_cuda and out.dtype == torch.float32, f"recvbuf=None gave {out.device}")
+            bf = torch.full((1000,), RANK + 0.5, dtype=torch.bfloat16, device="cuda")
+            sbf = lpmpi.allreduce(bf, algorithm="lp")
+            want = float(torch.tensor(sum(r + 0.5 for r in range(P)), dtype=torch.bfloat16))
+            check(sbf.dtype == torch.bfloat16 and bool((sbf.float() == want).all()),
+                  f"bfloat16 device sum {sbf[:3]}, expected {want}")
+            try:
+                lpmpi.allreduce(bf, acc_dtype="float32")
+            except TypeError as e:
+                check("acc_dtype" in str(e), f"acc_dtype on device: {e}")
+            else:
+                check(False, "acc_dtype on a device tensor did not raise TypeError")
         for v in views:
             for alg in ("lp", "native"):
                 y = dev(np.zeros((2, 3, 4), np.float32))
@@ -1679,7 +1710,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suite", choices=["allreduce", "reduce", "bcast", "comms", "errors", "check",
                                       "bigmsg", "determinism", "cases", "device"])
-    ap.add_argument("--backend", choices=["numpy", "torch", "dlpack", "fakedev", "cupy"], default="numpy",
+    ap.add_argument("--backend", choices=["numpy", "torch", "torch-cuda", "dlpack", "fakedev", "cupy"], default="numpy",
                     help="array backend of the matrices' buffers")
     ap.add_argument("--form", choices=["blocking", "nonblocking", "persistent"], default="blocking",
                     help="make every collective of the suite in this form")

@@ -3,7 +3,8 @@
 #   1. a virtual environment that sees the machine's packages (CuPy, Cython, numpy, pytest)
 #      plus MPICH and mpi4py installed from the wheels in .whl/ (no network);
 #   2. lpmpi built in place with nvcc (LPMPI_CUDA=1: failing to build the CUDA part fails);
-#   3. the GPU tests (tests/gpu: the contract on CuPy arrays) at P = 1, 2, 3;
+#   3. the GPU tests (tests/gpu: the contract on CuPy arrays and PyTorch CUDA tensors) at
+#      P = 1, 2, 3, in parallel with pytest-xdist where present;
 #   4. python -m lpmpi.bench --memory cuda at P = 2: staged LP against "copy to host + MPI's
 #      native allreduce + copy back" (the native row on device memory), float32 up to 64 MiB.
 # Logs and the benchmark's JSON go to $OUT when set (else /tmp/lpmpi-device-check).
@@ -16,7 +17,7 @@
 #     --platform manylinux1_x86_64 -d .whl mpich==5.0.2 mpi4py==4.1.2
 # (.whl/ is git-ignored; it must travel with the checkout, e.g. as a carried path.)
 # Knobs: PYTHON (default python3), LPMPI_CUDA_ARCHS (default: the GPU's own, from nvidia-smi),
-# DEVICE_CHECK_WHEELS (default .whl), DEVICE_CHECK_SKIP_TESTS=1 / DEVICE_CHECK_SKIP_BENCH=1,
+# DEVICE_CHECK_WHEELS (default .whl), DEVICE_CHECK_JOBS (default 6), DEVICE_CHECK_SKIP_TESTS=1 / DEVICE_CHECK_SKIP_BENCH=1,
 # DEVICE_CHECK_DRY_RUN=1 (a machine without GPU: environment, build and the GPU tests' skips
 # only; with wheels for that machine's Python).
 set -euo pipefail
@@ -111,25 +112,36 @@ assert info["devices"] >= 1 or os.environ["DEVICE_CHECK_DRY_RUN"] == "1", "lpmpi
 EOF
 timeout 60 "$MPIEXEC" -n 2 "$VPY" -m lpmpi info | tee "$LOGDIR/info.txt"
 
+TESTS_FAILED=0
 if [ "${DEVICE_CHECK_SKIP_TESTS:-0}" != 1 ]; then
     STEP="GPU tests (tests/gpu, P = 1, 2, 3)"
-    timeout 240 "$VPY" -m pytest -q -p no:cacheprovider -rs tests/gpu --junitxml "$LOGDIR/gpu_tests.xml" 2>&1 \
-        | tee "$LOGDIR/gpu_tests.log"
-    if [ "$DRY" = 1 ]; then
-        grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log" || { say "dry run: expected the GPU tests to skip"; exit 4; }
+    # in parallel where pytest-xdist is there (16 cores; the ranks share the GPU); a failure
+    # here is reported at the end, after the benchmark has run too
+    XDIST=()
+    if "$VPY" -c "import xdist" 2>/dev/null; then XDIST=(-n "${DEVICE_CHECK_JOBS:-6}"); fi
+    set +e
+    timeout "${DEVICE_CHECK_TEST_TIMEOUT:-240}" "$VPY" -m pytest -q -p no:cacheprovider -rs "${XDIST[@]}" \
+        tests/gpu --junitxml "$LOGDIR/gpu_tests.xml" > "$LOGDIR/gpu_tests.log" 2>&1
+    rc=$?
+    set -e
+    tail -40 "$LOGDIR/gpu_tests.log"
+    if [ $rc -ne 0 ]; then
+        say "GPU tests FAILED (pytest exit $rc)"; TESTS_FAILED=1
+    elif [ "$DRY" = 1 ]; then
+        grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log" || { say "dry run: expected the GPU tests to skip"; TESTS_FAILED=1; }
     else
-        grep -q " passed" "$LOGDIR/gpu_tests.log" || { say "the GPU tests did not run"; exit 4; }
-        if grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log"; then say "GPU tests were skipped on a GPU machine"; exit 4; fi
+        grep -q " passed" "$LOGDIR/gpu_tests.log" || { say "the GPU tests did not run"; TESTS_FAILED=1; }
+        if grep -qE "[0-9]+ skipped" "$LOGDIR/gpu_tests.log"; then say "GPU tests were skipped on a GPU machine"; TESTS_FAILED=1; fi
     fi
 fi
 
 if [ "${DEVICE_CHECK_SKIP_BENCH:-0}" != 1 ] && [ "$DRY" != 1 ]; then
     STEP="benchmark (--memory cuda, P = 2)"
-    timeout 240 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench --memory cuda --collective allreduce --dtype float32 \
+    timeout 150 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench --memory cuda --collective allreduce --dtype float32 \
         --sizes 1MiB,16MiB,64MiB --algorithms lp,native,auto --min-time 0.3 --no-bandwidth \
         --json "$LOGDIR/bench_cuda.json" | tee "$LOGDIR/bench_cuda.txt"
     for chunk in 1MiB 4MiB; do
-        timeout 120 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench --memory cuda --collective allreduce --dtype float32 \
+        timeout 90 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench --memory cuda --collective allreduce --dtype float32 \
             --sizes 64MiB --algorithms lp,native --chunk-bytes "$chunk" --min-time 0.3 --no-bandwidth \
             --json "$LOGDIR/bench_cuda_chunk_$chunk.json" | tee "$LOGDIR/bench_cuda_chunk_$chunk.txt"
     done
@@ -153,5 +165,7 @@ if "lp" in best and "native" in best:
 EOF
 fi
 
+STEP="GPU tests (see above)"
+[ "$TESTS_FAILED" = 0 ] || exit 4
 STEP="done"
 say "PASSED (all steps) in $(( $(date +%s) - T0 ))s"
