@@ -434,8 +434,11 @@ def status() -> LoadStatus:
 
 
 def model_table(tables: Iterable[Table]) -> Table | None:
-    """The first table with a fitted model: its model replaces the built-in defaults."""
-    return next((t for t in tables if t.model is not None), None)
+    """The first host-memory table with a fitted model: its model replaces the built-in
+    defaults.  The engine has one cost model, for host memory; a device table's model (fitted
+    to staged transfers) is kept in its file but never replaces it."""
+    return next((t for t in tables if t.model is not None
+                 and t.fingerprint.get("memory", "host") == "host"), None)
 
 
 def describe(here: Mapping[str, Any]) -> list[str]:

@@ -345,3 +345,16 @@ def test_info_shows_which_table_applies(tmp_path):
     foreign.write_text(json.dumps(doc(library="Open MPI v5.0.3")))
     out = python("from lpmpi.__main__ import main; main(['info'])", env={"LPMPI_TUNING_FILE": str(foreign)})
     assert "ignored: foreign" in out and "no table for P=1 (host): 'auto' uses the cost model" in out
+
+
+def test_only_a_host_tables_model_replaces_the_defaults():
+    """The engine's one cost model is for host memory: a device table's fitted model (staged
+    transfers) never replaces it, whatever the order the tables are read in."""
+    def t(memory, alpha):
+        return tables.Table({"nprocs": 2, "memory": memory, "mpi_library": LIB}, [],
+                            model=(alpha, 1e-10, 1e-10))
+    cuda, host = t("cuda", 9e-6), t("host", 2e-6)
+    assert tables.model_table([cuda, host]) is host
+    assert tables.model_table([host, cuda]) is host
+    assert tables.model_table([cuda]) is None
+    assert tables.model_table([]) is None

@@ -18,6 +18,7 @@
 # (.whl/ is git-ignored; it must travel with the checkout, e.g. as a carried path.)
 # Knobs: PYTHON (default python3), LPMPI_CUDA_ARCHS (default: the GPU's own, from nvidia-smi),
 # DEVICE_CHECK_WHEELS (default .whl), DEVICE_CHECK_JOBS (default 6), DEVICE_CHECK_SKIP_TESTS=1 / DEVICE_CHECK_SKIP_BENCH=1,
+# DEVICE_CHECK_TUNE=1 (also tune a device table, P = 2: needs the optuna wheels),
 # DEVICE_CHECK_DRY_RUN=1 (a machine without GPU: environment, build and the GPU tests' skips
 # only; with wheels for that machine's Python).
 set -euo pipefail
@@ -163,6 +164,20 @@ print("64 MiB float32 allreduce, P = 2, CuPy arrays (best over runs):",
 if "lp" in best and "native" in best:
     print(f"staged lp vs copy-to-host + native + copy-back: {best['native'] / best['lp']:.2f}x")
 EOF
+fi
+
+if [ "${DEVICE_CHECK_TUNE:-0}" = 1 ] && [ "$DRY" != 1 ]; then
+    # a device-memory tuning table for this machine (P = 2), then the benchmark with it loaded;
+    # needs optuna and its requirements among the wheels
+    STEP="tuning (--memory cuda, P = 2)"
+    timeout "${DEVICE_CHECK_TUNE_TIMEOUT:-300}" "$MPIEXEC" -n 2 "$VPY" -m tuner --memory cuda \
+        --collectives allreduce,reduce,bcast --min-bytes 4KiB --max-bytes 64MiB --step 4 \
+        --storage memory --out "$LOGDIR/mpich-P2-cuda.json" 2>&1 | tail -60 | tee "$LOGDIR/tune_cuda.txt"
+    STEP="benchmark with the device table"
+    LPMPI_TUNING_FILE="$LOGDIR/mpich-P2-cuda.json" timeout 150 "$MPIEXEC" -n 2 "$VPY" -m lpmpi.bench \
+        --memory cuda --collective allreduce --dtype float32 --sizes 64KiB,1MiB,4MiB,16MiB,64MiB \
+        --algorithms lp,be,ring,native,auto --min-time 0.2 --no-bandwidth \
+        --json "$LOGDIR/bench_cuda_tuned.json" | tee "$LOGDIR/bench_cuda_tuned.txt"
 fi
 
 STEP="GPU tests (see above)"
