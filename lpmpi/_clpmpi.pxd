@@ -58,7 +58,6 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_op_name(lp_op_t op)
     int lp_op_valid(lp_dtype_t dt, lp_op_t op)
     int lp_widen(float *dst, const void *src, size_t n, lp_dtype_t dt) nogil
-    int lp_narrow(void *dst, const float *src, size_t n, lp_dtype_t dt) nogil
 
     ctypedef struct lp_req_t:
         pass
@@ -68,7 +67,7 @@ cdef extern from "lpmpi.h" nogil:
         LP_REQ_PERSISTENT
     int lp_request(lp_req_t **req, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
                    void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
-                   size_t chunk_bytes, lp_mem_t mem)
+                   size_t chunk_bytes, lp_mem_t mem, void *acc, lp_dtype_t acc_dt)
     int lp_start(lp_req_t *req)
     int lp_test(lp_req_t *req, int *done)
     int lp_wait(lp_req_t *req)

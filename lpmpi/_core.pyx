@@ -832,7 +832,8 @@ cdef class Message:
     cdef object keep_s, keep_r    # the Python objects behind s and r
     cdef readonly object result   # what the call returns
     # acc_dtype="float32" with float16/bfloat16: the engine runs, in place, on a float32 copy
-    # of the input (widened at each start) and the result is rounded once into r at completion
+    # of the input (widened at each start) and rounds the result once into r (lp_request's acc:
+    # lp, ring and be before their broadcast/allgather part, which then moves 16-bit data)
     cdef bint acc
     cdef object acc_buf           # the float32 copy (numpy)
     cdef char *acc_in             # the 16-bit input
@@ -990,10 +991,12 @@ cdef class Message:
         if kind == LP_REQ_BLOCKING or _check_enabled or nbytes > _START_WITH_GIL:
             with nogil:
                 rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.s.count,
-                                self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
+                                self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
+                                self.acc_out if self.acc else NULL, self.s.dtype)
         else:
             rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.s.count,
-                            self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem)
+                            self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
+                            self.acc_out if self.acc else NULL, self.s.dtype)
         if rc != LP_OK:
             _raise_status(rc)
         return req
@@ -1007,9 +1010,7 @@ cdef class Message:
         return 0
 
     cdef int finish(self) except -1:
-        """At completion: the 16-bit rounding of acc, then a JAX result for a JAX input."""
-        if self.acc:
-            self.acc_narrow()
+        """At completion: a JAX result for a JAX input."""
         if self.to_jax:
             import jax.numpy as jnp
             self.result = jnp.asarray(self.keep_r)    # a copy: JAX arrays are immutable
@@ -1036,16 +1037,6 @@ cdef class Message:
         cdef size_t n = self.s.count
         with nogil:
             lp_widen(<float *>self.sptr, self.acc_in, n, dt)
-        return 0
-
-    cdef int acc_narrow(self) except -1:
-        """acc: the float32 result rounded once into the 16-bit result (at completion)."""
-        cdef int dt = self.s.dtype
-        cdef size_t n = self.s.count
-        if self.acc_out == NULL:
-            return 0
-        with nogil:
-            lp_narrow(self.acc_out, <const float *>self.sptr, n, dt)
         return 0
 
 cdef str _source_name(int src):
@@ -1186,7 +1177,7 @@ cdef class Request:
         r.req = m.request(kind)
         r.msg = m
         r.kind = kind
-        r.due = (m.acc or m.to_jax) and kind == LP_REQ_NONBLOCKING
+        r.due = m.to_jax and kind == LP_REQ_NONBLOCKING
         return r
 
     cdef int _check(self) except -1:
@@ -1250,7 +1241,7 @@ cdef class Request:
             _reap_orphans()
         if self.msg.acc:
             self.msg.acc_widen()
-        self.due = self.msg.acc or self.msg.to_jax
+        self.due = self.msg.to_jax
         if self.msg.s.count * lp_dtype_size(self.msg.s.dtype) > _START_WITH_GIL:
             with nogil:
                 rc = lp_start(self.req)

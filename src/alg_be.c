@@ -79,6 +79,7 @@ static int allreduce_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     lp_rd_init(&b, a->rank, a->size, 0);
     /* reduce-scatter, finish, doubling, unfold */
     p->nphases = rs_phases(&b) + 1 + lp_log2(b.pof2) + 1;
+    p->narrows = a->acc != NULL;
     p->work = a->count * a->esize;
     return LP_OK;
 }
@@ -86,15 +87,21 @@ static int allreduce_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
 static int allreduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
     lp_rd_t b;
     lp_rd_init(&b, a->rank, a->size, 0);
-    const size_t es = a->esize, bytes = a->count * es, pb = lp_piece_bytes(a);
+    const size_t es = a->esize, pb = lp_piece_bytes(a);
     const int tag = a->tag0 + LP_TAG_BE, nrs = rs_phases(&b), lg = lp_log2(b.pof2);
+    /* acc_dtype: the owned block is rounded once; the doubling and unfold move 16-bit data */
+    char *res = a->acc ? a->acc : a->rbuf;
+    const size_t res_es = a->acc ? 2 : es;
     size_t off, len;
     if (i < nrs) {
         reduce_scatter(r, a, &b, a->rbuf, lp_req_area(r, LP_AREA_WORK), i);
     } else if (i == nrs) {                             /* the owned block is final */
         if (b.newrank < 0) return LP_OK;
         lp_block(a->count, b.pof2, b.newrank, &off, &len);
-        lp_lane_scale(r, a, a->rbuf + off * es, len * es, 0);
+        lp_lane_t *fin = lp_lane_scale(r, a, a->rbuf + off * es, len * es, 0);
+        if (a->acc)
+            lp_lane_after(lp_lane_narrow(r, a, a->acc + off * 2, a->rbuf + off * es, len * es, 0),
+                          fin, 0);
     } else if (i <= nrs + lg) {                        /* recursive doubling */
         if (b.newrank < 0) return LP_OK;
         int mask = 1 << (i - nrs - 1);
@@ -103,13 +110,14 @@ static int allreduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
         lp_blocks(a->count, b.pof2, mine, mine + mask, &moff, &mlen);
         lp_blocks(a->count, b.pof2, theirs, theirs + mask, &toff, &tlen);
         int peer = lp_rd_real(&b, b.newrank ^ mask);
-        lp_lane_send(r, a, a->rbuf + moff * es, mlen * es, pb, peer, tag);
-        lp_lane_recv(r, a, a->rbuf + toff * es, tlen * es, pb, peer, tag);
+        lp_lane_send(r, a, res + moff * res_es, mlen * res_es, pb, peer, tag);
+        lp_lane_recv(r, a, res + toff * res_es, tlen * res_es, pb, peer, tag);
     } else {                                           /* unfold */
         int partner;
+        const size_t rbytes = a->count * res_es;
         if (!lp_rd_folded(&b, &partner)) return LP_OK;
-        if (b.newrank < 0) lp_lane_recv(r, a, a->rbuf, bytes, pb, partner, tag);
-        else lp_lane_send(r, a, a->rbuf, bytes, pb, partner, tag);
+        if (b.newrank < 0) lp_lane_recv(r, a, res, rbytes, pb, partner, tag);
+        else lp_lane_send(r, a, res, rbytes, pb, partner, tag);
     }
     return LP_OK;
 }

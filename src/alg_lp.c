@@ -43,6 +43,8 @@
  * or W slots of its own on the middle ranks of reduce (their recvbuf is never written).
  * The engine keeps W chunks in flight per transfer lane, so the reduction of chunk k
  * overlaps the transfers of chunks k+1.. in both directions.
+ * acc_dtype (float32 partials for 16-bit data): the head rounds chunk k (NARROW, after FIN or
+ * RED) into the 16-bit result, and FR / FS move 16-bit chunks of half the bytes down the chain.
  * Memory: W chunk slots for incoming partials, plus W for outgoing partials on the middle
  * ranks of reduce.  Limits: none on P or count; chunk_bytes is clamped to lp_max_msg_bytes
  * by the decision. */
@@ -91,7 +93,11 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
     char *in = slots, *out = out_slots(a, c) ? slots + c->W * c->cb : NULL;
     const char *own = a->sbuf + c->base;
     char *res = a->rbuf ? a->rbuf + c->base : NULL;
-    lp_lane_t *pr = NULL, *red = NULL, *fin = NULL, *ps = NULL, *fr = NULL, *fs;
+    /* acc_dtype (allreduce): the head rounds chunk k once; the 16-bit chunks go down */
+    const int acc = a->acc && a->coll == LP_ALLREDUCE;
+    char *dres = acc ? a->acc + c->base / 2 : res;
+    const size_t dbytes = acc ? c->bytes / 2 : c->bytes, dcb = acc ? c->cb / 2 : c->cb;
+    lp_lane_t *pr = NULL, *red = NULL, *fin = NULL, *ps = NULL, *fr = NULL, *nar = NULL, *fs;
     if (up_src) {
         pr = lp_lane_recv(r, a, in, c->bytes, c->cb, c->right, c->tag_up);
         lp_lane_slots(pr, 0, in, c->cb, (unsigned)c->W);
@@ -103,6 +109,10 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
         if (!up_dst) {                       /* head: chunk k is final */
             fin = lp_lane_scale(r, a, res, c->bytes, c->cb);
             lp_lane_after(fin, red, 0);
+            if (acc) {
+                nar = lp_lane_narrow(r, a, dres, res, c->bytes, c->cb);
+                lp_lane_after(nar, fin ? fin : red, 0);
+            }
         }
     }
     if (up_dst) {
@@ -112,12 +122,12 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
         lp_lane_after(red, ps, -W);
     }
     if (dn_src) {
-        fr = lp_lane_recv(r, a, res, c->bytes, c->cb, c->left, c->tag_down);
-        lp_lane_after(fr, ps, 0);
+        fr = lp_lane_recv(r, a, dres, dbytes, dcb, c->left, c->tag_down);
+        if (!acc) lp_lane_after(fr, ps, 0);  /* acc: it writes the 16-bit result, not res */
     }
     if (dn_dst) {
-        fs = lp_lane_send(r, a, res, c->bytes, c->cb, c->right, c->tag_down);
-        lp_lane_after(fs, dn_src ? fr : fin ? fin : red, 0);
+        fs = lp_lane_send(r, a, dres, dbytes, dcb, c->right, c->tag_down);
+        lp_lane_after(fs, dn_src ? fr : nar ? nar : fin ? fin : red, 0);
     }
 }
 
@@ -145,6 +155,7 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     chain_t c[2];
     int n = chains(a, c);
     p->nphases = 1;
+    p->narrows = a->acc && a->coll == LP_ALLREDUCE;
     for (int i = 0; i < n; i++) p->work += chain_scratch(a, &c[i]);
     return LP_OK;
 }

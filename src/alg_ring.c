@@ -24,6 +24,8 @@
  * Cost: cost_allreduce_ring in src/registry.c: 2 (P - 1) steps of n/P bytes, each step's
  *   block in ceil(n / (P c)) chunks; P - 1 reductions of n/P bytes.
  * Limits: none on P or count; chunk_bytes clamped to lp_max_msg_bytes by the caller.
+ * acc_dtype: the owner rounds its block once, after the reduce-scatter; the allgather moves
+ *   16-bit blocks (half the bytes).
  * Order: every block's result is computed once, by its owner, in ring order: bitwise
  *   identical results on every rank.  Memory: W chunk slots. */
 #include "internal.h"
@@ -36,6 +38,7 @@ static size_t window(const lp_args_t *a, size_t count) {   /* slots: chunks of t
 static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     (void)r;
     p->nphases = 2 * a->size - 1;
+    p->narrows = a->acc != NULL;
     p->work = window(a, a->count) * a->chunk_elems * a->esize;
     return LP_OK;
 }
@@ -63,13 +66,18 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         lp_lane_after(rr, red, -(long)W);
     } else if (i == P - 1) {                           /* the owned block is final */
         lp_block(a->count, P, lp_ring_owned(me, P), &soff, &slen);
-        lp_lane_scale(r, a, a->rbuf + soff * es, slen * es, 0);
+        lp_lane_t *fin = lp_lane_scale(r, a, a->rbuf + soff * es, slen * es, 0);
+        if (a->acc)                                    /* acc_dtype: rounded once, here */
+            lp_lane_after(lp_lane_narrow(r, a, a->acc + soff * 2, a->rbuf + soff * es, slen * es, 0),
+                          fin, 0);
     } else {                                           /* allgather step i - P */
         const size_t pb = lp_piece_bytes(a);
+        char *buf = a->acc ? a->acc : a->rbuf;         /* acc_dtype: the 16-bit blocks */
+        const size_t ges = a->acc ? 2 : es;
         lp_block(a->count, P, lp_ring_ag_send(me, P, i - P), &soff, &slen);
         lp_block(a->count, P, lp_ring_ag_recv(me, P, i - P), &roff, &rlen);
-        lp_lane_send(r, a, a->rbuf + soff * es, slen * es, pb, right, tag);
-        lp_lane_recv(r, a, a->rbuf + roff * es, rlen * es, pb, left, tag);
+        lp_lane_send(r, a, buf + soff * ges, slen * ges, pb, right, tag);
+        lp_lane_recv(r, a, buf + roff * ges, rlen * ges, pb, left, tag);
     }
     return LP_OK;
 }

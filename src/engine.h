@@ -82,10 +82,13 @@ enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
 /* what a request's plan depends on (not the buffers' addresses): a blocking call whose key is
  * the last one's reuses its plan, memory and slots */
 typedef struct {
-    int alg, coll, dt, op, root, xport, in_place, no_recvbuf;
+    int alg, coll, dt, op, root, xport, in_place, no_recvbuf, acc_dt;
+    int zero;                 /* always 0: an even number of ints, so no padding (memcmp) */
     size_t count, chunk, window, staging;
     const lp_devops_t *dev;
 } lp_plan_key_t;
+_Static_assert(sizeof(lp_plan_key_t) == 10 * sizeof(int) + 4 * sizeof(size_t) + sizeof(void *),
+               "lp_plan_key_t is compared with memcmp: it must have no padding");
 
 struct lp_req {
     /* the call */
@@ -101,13 +104,14 @@ struct lp_req {
     lp_plan_key_t key;
     /* the running phase (progress.c) */
     int nphases, phase;
+    int nsched;               /* phases of the schedule; acc_dtype may add one (the rounding) */
     lp_lane_t lane[LP_LANES_MAX];
     int nlanes, lanes_left;
     int build_rc;             /* a schedule's phase failed to build (schedule.c) */
     lp_lane_t *lane0;         /* phase 0 as last built (progress.c: a restart copies it back) */
     int cached, c_nlanes, c_left, c_tag0;
     size_t c_nreq;
-    const char *c_sbuf, *c_rbuf;
+    const char *c_sbuf, *c_rbuf, *c_acc;
     MPI_Request *reqs;        /* the phase's MPI requests: each transfer lane's W slots */
     unsigned char *fin;       /* fin[i]: reqs[i] completed (set where completions are observed) */
     size_t nreq, reqcap;

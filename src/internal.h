@@ -48,6 +48,10 @@ typedef struct lp_args {
     int tag0;               /* this start's first tag: schedules use tag0 + LP_TAG_* */
     int blocking;           /* a blocking call (NATIVE steps may use MPI's blocking collectives) */
     int persistent;         /* a persistent request (NATIVE steps use MPI's persistent ones) */
+    char *acc;              /* acc_dtype: the 16-bit result (NULL: none; then dt is LP_FLOAT32,
+                               sbuf/rbuf the float32 copy the reduction runs on, and every
+                               result ends rounded once into acc, in acc_dt) */
+    lp_dtype_t acc_dt;      /* LP_FLOAT16 or LP_BFLOAT16 */
 } lp_args_t;
 
 /* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */

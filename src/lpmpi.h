@@ -115,12 +115,16 @@ int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, in
  * request completes.  lp_test / lp_wait / lp_waitall advance every outstanding request of the
  * process; a request's own failure (an MPI error inside its progress) is returned by its test
  * or wait.  lp_req_free: an inactive or completed request (a persistent one after its last
- * wait); never one in flight. */
+ * wait); never one in flight.
+ * acc (acc_dtype): NULL, or the 16-bit result (acc_dt LP_FLOAT16 / LP_BFLOAT16) of a SUM or
+ * AVG allreduce / reduce run on float32 data (dt LP_FLOAT32; sbuf, rbuf: the float32 widening
+ * of the input); the reduction is carried in float32 and rounded once into acc (allreduce by
+ * lp, ring and be: before the broadcast/allgather part, which then moves 16-bit data). */
 typedef struct lp_req lp_req_t;
 enum { LP_REQ_BLOCKING = 0, LP_REQ_NONBLOCKING = 1, LP_REQ_PERSISTENT = 2 };
 int lp_request(lp_req_t **req, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
                void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
-               size_t chunk_bytes, lp_mem_t mem);
+               size_t chunk_bytes, lp_mem_t mem, void *acc, lp_dtype_t acc_dt);
 int lp_start(lp_req_t *req);
 int lp_test(lp_req_t *req, int *done);
 int lp_wait(lp_req_t *req);

@@ -107,6 +107,9 @@ static int local_step(const lp_lane_t *l, size_t k) {
         memcpy(o, x, len);
         return LP_OK;
     }
+    case LP_STEP_NARROW:
+        if (d) return LP_FAIL(LP_ERR_INTERNAL, "acc_dtype on device memory (a bug of lpmpi)");
+        return lp_narrow(o, (const float *)at(&l->r[1], k), n, a->acc_dt);
     default:   /* SCALE */
         if (d) return dev_now(d, d->scale(o, n, a->dt, (double)a->size, 0));
         lp_scale(o, n, a->dt, (double)a->size);
@@ -241,12 +244,14 @@ static int cache_save(lp_req_t *r, size_t nreq) {
     r->c_tag0 = r->a.tag0;
     r->c_sbuf = r->a.sbuf;
     r->c_rbuf = r->a.rbuf;
+    r->c_acc = r->a.acc;
     r->cached = 1;
     return LP_OK;
 }
 
 static int cache_hit(lp_req_t *r) {
-    if (!r->cached || r->c_sbuf != r->a.sbuf || r->c_rbuf != r->a.rbuf) return 0;
+    if (!r->cached || r->c_sbuf != r->a.sbuf || r->c_rbuf != r->a.rbuf || r->c_acc != r->a.acc)
+        return 0;
     int dtag = r->a.tag0 - r->c_tag0;
     memcpy(r->lane, r->lane0, (size_t)r->c_nlanes * sizeof *r->lane);
     r->nlanes = r->c_nlanes;
@@ -267,7 +272,8 @@ static int phase_begin(lp_req_t *r) {
         } else {
             r->nlanes = 0;
             r->build_rc = LP_OK;
-            LP_TRY(r->sched->phase(r, &r->a, r->phase));
+            if (r->phase < r->nsched) LP_TRY(r->sched->phase(r, &r->a, r->phase));
+            else lp_lane_narrow(r, &r->a, r->a.acc, r->a.rbuf, r->a.count * r->a.esize, 0);
             LP_TRY(r->build_rc);
             r->lanes_left = 0;
             for (int i = 0; i < r->nlanes; i++) {

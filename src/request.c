@@ -201,7 +201,8 @@ static int req_plan(lp_req_t *r) {
         r->inner = A->sched;
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
-    r->nphases = p.nphases;
+    r->nsched = p.nphases;
+    r->nphases = p.nphases + (a->acc && a->rbuf && a->count && !p.narrows);
     /* scratch lives with the buffers: device memory on the AWARE transport */
     int work_dev = a->dev && a->xport == LP_XPORT_AWARE && r->sched != &lp_sched_stage_whole &&
                    r->sched != &lp_sched_single;
@@ -246,7 +247,7 @@ static void release(lp_ctx_t *ctx) { atomic_store_explicit(&ctx->busy, 0, memory
 
 int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
                size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
-               lp_mem_t mem) {
+               lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
     int rc = LP_OK, xport, busy = 0;
     const lp_devops_t *dev = NULL;
     lp_ctx_t *ctx = NULL;
@@ -259,6 +260,10 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
     if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
     if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
+    if (acc && (coll == LP_BCAST || dt != LP_FLOAT32 || (op != LP_SUM && op != LP_AVG) ||
+                (acc_dt != LP_FLOAT16 && acc_dt != LP_BFLOAT16) || mem != LP_MEM_HOST))
+        return LP_FAIL(LP_ERR_ARG, "acc: a float32 SUM or AVG allreduce/reduce on host memory, "
+                       "rounded to float16 or bfloat16");
     if (coll != LP_BCAST && !(fn = lp_reduce_kernel(dt, op)))
         return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
     LP_TRY(lp_device_route(mem, &dev, &xport));
@@ -276,7 +281,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     }
     LP_TRY(req_get(ctx, kind, &r));
     const lp_plan_key_t key = {ch.alg, coll, dt, op, root, xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
-                               count, ch.chunk, (size_t)lp_window,
+                               acc ? (int)acc_dt : -1, 0, count, ch.chunk, (size_t)lp_window,
                                (size_t)(ch.staging > 0 ? ch.staging : lp_staging), dev};
     int devid = -1, replan = !r->planned || memcmp(&key, &r->key, sizeof key) != 0;
     if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &devid));
@@ -289,6 +294,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         .piece = lp_max_msg_bytes >= esize ? lp_max_msg_bytes / esize * esize : esize,
         .staging = (size_t)(ch.staging > 0 ? ch.staging : lp_staging),
         .persistent = kind == LP_REQ_PERSISTENT,
+        .acc = acc, .acc_dt = acc_dt,
     };
     r->devid = devid;
     if (replan || devid >= 0) {
@@ -317,19 +323,19 @@ cleanup:
 int lp_allreduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
                  lp_op_t op, int alg, size_t chunk_bytes, lp_mem_t mem) {
     return lp_request(NULL, LP_REQ_BLOCKING, LP_ALLREDUCE, comm, sbuf, rbuf, count, dt, op, 0, alg,
-                      chunk_bytes, mem);
+                      chunk_bytes, mem, NULL, LP_FLOAT32);
 }
 
 int lp_reduce(MPI_Comm comm, const void *sbuf, void *rbuf, size_t count, lp_dtype_t dt,
               lp_op_t op, int root, int alg, size_t chunk_bytes, lp_mem_t mem) {
     return lp_request(NULL, LP_REQ_BLOCKING, LP_REDUCE, comm, sbuf, rbuf, count, dt, op, root, alg,
-                      chunk_bytes, mem);
+                      chunk_bytes, mem, NULL, LP_FLOAT32);
 }
 
 int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, int alg,
              size_t chunk_bytes, lp_mem_t mem) {
     return lp_request(NULL, LP_REQ_BLOCKING, LP_BCAST, comm, buf, buf, count, dt, LP_SUM, root, alg,
-                      chunk_bytes, mem);
+                      chunk_bytes, mem, NULL, LP_FLOAT32);
 }
 
 /* ------------------------------------------------------------------------------- requests */

@@ -101,6 +101,15 @@ lp_lane_t *lp_lane_scale(lp_req_t *r, const lp_args_t *a, void *buf, size_t byte
     return l;
 }
 
+lp_lane_t *lp_lane_narrow(lp_req_t *r, const lp_args_t *a, void *dst, const void *src, size_t bytes,
+                          size_t cb) {
+    lp_lane_t *l = lane_new(r, a, LP_STEP_NARROW, bytes, cb);
+    lp_lane_region(l, 0, dst);
+    if (l) l->r[0].stride = l->cb / 2;
+    lp_lane_region(l, 1, src);
+    return l;
+}
+
 lp_lane_t *lp_lane_native(lp_req_t *r, const lp_args_t *a, const void *sbuf, void *rbuf, size_t bytes,
                           size_t cb) {
     lp_lane_t *l = lane_new(r, a, LP_STEP_NATIVE, bytes, cb);

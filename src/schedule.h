@@ -20,6 +20,8 @@
  *   SEND, RECV   MPI point-to-point of chunk k with a peer (MPI_Isend / MPI_Irecv)
  *   REDUCE       out[k] = x[k] op y[k], local (on the device for device memory on CUDA-aware MPI)
  *   COPY, SCALE  out[k] = x[k]; out[k] /= P (AVG's division, once, on a finished result)
+ *   NARROW       acc_dtype: out[k] = x[k] rounded from float32 to the 16-bit type (out's chunks
+ *                are half the bytes of x's: region 0's stride is cb / 2)
  *   NATIVE       the MPI library's own collective on piece k (MPI_Iallreduce, ...; its blocking
  *                form in a blocking call; its persistent form in a persistent request)
  *   DEV          device work on the lane's stream (copy to host / to device, device reduce,
@@ -37,8 +39,8 @@
 #include "lpmpi.h"
 
 /* lane kinds */
-enum { LP_STEP_SEND, LP_STEP_RECV, LP_STEP_REDUCE, LP_STEP_COPY, LP_STEP_SCALE, LP_STEP_NATIVE,
-       LP_STEP_DEV };
+enum { LP_STEP_SEND, LP_STEP_RECV, LP_STEP_REDUCE, LP_STEP_COPY, LP_STEP_SCALE, LP_STEP_NARROW,
+       LP_STEP_NATIVE, LP_STEP_DEV };
 /* device operations of a DEV lane's step */
 enum { LP_DOP_D2H, LP_DOP_H2D, LP_DOP_D2D, LP_DOP_REDUCE, LP_DOP_SCALE };
 
@@ -87,6 +89,8 @@ typedef struct {
     size_t pinned;          /* pinned host memory (STAGED transport) */
     size_t device;          /* device memory (STAGED transport) */
     int events;             /* device events */
+    int narrows;            /* acc_dtype: the schedule writes the 16-bit result (a->acc) itself;
+                               else the engine adds a last phase that rounds the float32 result */
 } lp_plan_t;
 
 /* an algorithm's schedule (one per algorithm and collective; registry.c lists them) */
@@ -117,6 +121,9 @@ lp_lane_t *lp_lane_reduce(lp_req_t *r, const struct lp_args *a, void *out, const
 lp_lane_t *lp_lane_copy(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
                         size_t bytes, size_t cb);
 lp_lane_t *lp_lane_scale(lp_req_t *r, const struct lp_args *a, void *buf, size_t bytes, size_t cb);
+/* acc_dtype: the 16-bit dst (bytes / 2) from the float32 src (bytes), chunk k of cb bytes of src */
+lp_lane_t *lp_lane_narrow(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
+                          size_t bytes, size_t cb);
 lp_lane_t *lp_lane_native(lp_req_t *r, const struct lp_args *a, const void *sbuf, void *rbuf,
                           size_t bytes, size_t cb);
 /* a DEV lane on `stream`; add its device operations with lp_lane_dop, its regions with

@@ -4,7 +4,7 @@ Under mpiexec at P = 2, 3 and 5, for allreduce and reduce (every algorithm, floa
 bfloat16 as numpy and as torch tensors, sum and avg): the result is within one unit in the last
 place of the float64 sum of the inputs rounded once to the 16-bit type (in fact equal to it
 almost always), identical on every rank and in every form (blocking, in place, nonblocking,
-persistent started twice, waitall), and a reduce's non-root recvbuf stays untouched.  Without
+persistent started twice, waitall, small chunks), and a reduce's non-root recvbuf stays untouched.  Without
 acc_dtype, P >= 3 shows the errors it removes.  Argument errors: TypeError before any
 communication."""
 import sys
@@ -91,6 +91,9 @@ for dt in dts:
                     if not is_root and not np.array_equal(bits(out), before):
                         bad.append(f"{coll} {alg} {kind}: non-root recvbuf written")
                     res["waitall"] = lpmpi.waitall([call(ifn, x), call(ifn, x)])[1]
+                    if alg in ("lp", "ring"):     # many chunks: rounded chunk by chunk
+                        res["chunked"] = fn(x, chunk_bytes=1024, **kw)
+                        res["chunked_nb"] = ifn(x, chunk_bytes=1024, **kw).wait()
                     desc = f"{coll} {alg} {dt.name} {opn} {kind}"
                     plain = fn(x, **{k: v for k, v in kw.items() if k != "acc_dtype"})
                     if not is_root:

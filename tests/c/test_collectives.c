@@ -27,7 +27,8 @@ static int call(lp_coll_t coll, void *s, void *r, size_t n, lp_dtype_t dt, lp_op
     }
     lp_req_t *q = NULL;
     int rc = lp_request(&q, form == 1 ? LP_REQ_NONBLOCKING : LP_REQ_PERSISTENT, coll, MPI_COMM_WORLD, s,
-                        coll == LP_BCAST ? s : r, n, dt, op, root, alg, chunk, LP_MEM_HOST);
+                        coll == LP_BCAST ? s : r, n, dt, op, root, alg, chunk, LP_MEM_HOST, NULL,
+                        LP_FLOAT32);
     if (rc) return rc;
     for (int round = 0; round < (form == 2 ? 2 : 1) && rc == 0; round++) {
         if (form == 2) {
