@@ -105,7 +105,7 @@ cdef extern from "lpmpi.h" nogil:
     void lp_table_set_hash(uint64_t hash)
     long lp_table_mismatches()
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                     int staging)
+                     int staging, int acc)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
     ctypedef struct lp_choice_t:
         int alg
@@ -113,7 +113,7 @@ cdef extern from "lpmpi.h" nogil:
         int staging
         int source
         int tables
-    int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int alg,
+    int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
                   size_t chunk_bytes, lp_choice_t *out)
     int lp_check_local_error(MPI_Comm comm)
 

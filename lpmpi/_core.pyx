@@ -1055,7 +1055,7 @@ cdef void _debug_log(Message m) except *:
     if rank != 0 or key in _debug_seen:
         return
     _debug_seen.add(key)
-    if lp_choose(m.comm, m.coll, nbytes, mem, m.alg, m.chunk, &ch) != LP_OK:
+    if lp_choose(m.comm, m.coll, nbytes * (2 if m.acc else 1), mem, m.acc, m.alg, m.chunk, &ch) != LP_OK:
         return
     chs = f" chunk {ch.chunk}" if lp_algo_chunked(ch.alg) else ""
     where = " (device memory)" if mem else ""
@@ -1472,9 +1472,11 @@ def _test_fault(long after):
 
 
 # ---------------------------------------------------------------- the decision, model, tables
-def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk_bytes=None):
+def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk_bytes=None,
+           bint acc=False):
     """The engine's decision for a call (lp_choose: the function the collectives use, on the
-    communicator's context when it has one; local, no communication).
+    communicator's context when it has one; local, no communication).  acc: a call with
+    acc_dtype="float32" on nbytes of 16-bit data (decided for its float32 copy).
 
     Returns ``(algorithm, chunk_bytes or None, staging buffers or None, source, tables)``:
     source 'override', 'table', 'model' or 'requested'; tables 'same' (every rank of comm
@@ -1491,7 +1493,7 @@ def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk
     cdef size_t chunk = _chunk(chunk_bytes)
     cdef MPI_Comm h
     _comm(comm, &h, &size)
-    rc = lp_choose(h, c, nbytes, MEMORY_KINDS.index(memory), alg, chunk, &ch)
+    rc = lp_choose(h, c, nbytes * (2 if acc else 1), MEMORY_KINDS.index(memory), acc, alg, chunk, &ch)
     if rc != LP_OK:
         _raise_status(rc)
     tables = "same" if ch.tables > 0 else "rank 0" if ch.tables < 0 else "unchecked"
@@ -1562,13 +1564,14 @@ def table_mismatches():
     return lp_table_mismatches()
 
 def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes,
-              staging_buffers=None):
-    """One tuning row; staging_buffers (1..STAGING_MAX, device memory's staged pipeline) optional."""
+              staging_buffers=None, bint acc=False):
+    """One tuning row; staging_buffers (1..STAGING_MAX, device memory's staged pipeline) optional;
+    acc: a row for acc_dtype calls (bytes of the 16-bit message)."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,
                     0 if chunk_bytes is None else chunk_bytes,
-                    0 if staging_buffers is None else staging_buffers) != LP_OK:
+                    0 if staging_buffers is None else staging_buffers, acc) != LP_OK:
         raise ValueError(lp_errmsg().decode())
 
 # ---------------------------------------------------------------- local kernels (model fitting)

@@ -26,7 +26,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_ALGORITHM", "name", ('force "auto" to one algorithm (lp, mst, be, ring, native; any '
      "case); a collective lacking it stays on auto")),
     ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (8, 64K, 1MiB, ...)"),
-    ("LPMPI_TUNING_FILE", "path|none", "load this tuning table instead of the shipped ones; none: no table"),
+    ("LPMPI_TUNING_FILE", "path[:path...]|none", "load these tuning tables instead of the shipped ones; none: no table"),
     ("LPMPI_WINDOW", f"1..{_W}", "chunks in flight per direction of the pipelines (default 4)"),
     ("LPMPI_CHECK", "0|1", ("check on every call that all ranks agree (count, dtype, op, root, "
      "algorithm, chunk): MismatchError instead of a hang")),

@@ -2,7 +2,8 @@
 
 A table is written by the tuner (``lpmpi-tune``) for one MPI library, process count P and
 memory kind, and read at ``import lpmpi``: the shipped ones in ``lpmpi/tables/*.json``, or the
-file named by ``LPMPI_TUNING_FILE`` instead (``LPMPI_TUNING_FILE=none``: no table at all).
+file(s) named by ``LPMPI_TUNING_FILE`` instead (several separated by ``os.pathsep``, ``:`` on
+Linux; ``LPMPI_TUNING_FILE=none``: no table at all).
 Never pickle: plain JSON, validated on load.
 
 Schema (version 1)::
@@ -28,6 +29,12 @@ model's chunk); algorithms without chunks ignore it.  Rows of a ``"memory": "cud
 carry ``staging_buffers``: an int in 1..64 (chunks in flight per direction of the staged device
 pipeline, see ``_core.set_staging_buffers``) or null / absent (the process default); it is kept
 for chunked algorithms of cuda tables and ignored elsewhere.
+
+A table whose fingerprint has ``"acc_dtype": "float32"`` (host memory only) was tuned on calls
+with acc_dtype (``lpmpi-tune --dtype bfloat16 --acc-dtype float32``): acc_dtype is part of the
+dtype there, its rows apply to such calls only, and ``lo``/``hi`` are bytes of the 16-bit
+message (``chunk_bytes`` are bytes of the float32 copy the engine runs on).  An acc_dtype call
+without such a row follows the plain rows at the float32 copy's size.
 
 Matching policy.  Rows are keyed by P in the engine, so a table for P = 2 applies only to
 communicators of 2 ranks; other sizes use the cost model.  A table from another MPI library
@@ -102,6 +109,17 @@ class Table:
     @property
     def memory(self) -> str:
         return str(self.fingerprint["memory"])
+
+    @property
+    def acc(self) -> bool:
+        """A table for calls with acc_dtype (fingerprint ``"acc_dtype": "float32"``): its rows
+        apply to those calls only, keyed by the 16-bit message's bytes."""
+        return self.fingerprint.get("acc_dtype") is not None
+
+    @property
+    def kind(self) -> str:
+        """``host``, ``cuda``, or ``host+acc_dtype=float32``: what its rows apply to."""
+        return self.memory + (f"+acc_dtype={self.fingerprint['acc_dtype']}" if self.acc else "")
 
     def lookup(self, collective: str, nbytes: float) -> Row | None:
         """The row of ``collective`` covering ``nbytes``, or None."""
@@ -266,6 +284,9 @@ def _fingerprint_fields(fp: Any) -> dict[str, Any]:
         raise TableError(f"fingerprint.nprocs must be a positive int, got {nprocs!r}")
     if fp.get("memory", "host") not in MEMORY_KINDS:
         raise TableError(f"fingerprint.memory must be one of {MEMORY_KINDS}, got {fp.get('memory')!r}")
+    if fp.get("acc_dtype") not in (None, "float32") or (fp.get("acc_dtype") and fp.get("memory", "host") != "host"):
+        raise TableError(f"fingerprint.acc_dtype must be absent, null or 'float32' (host memory), "
+                         f"got {fp.get('acc_dtype')!r}")
     return {**fp, "memory": fp.get("memory", "host")}
 
 
@@ -437,7 +458,7 @@ def model_table(tables: Iterable[Table]) -> Table | None:
     """The first host-memory table with a fitted model: its model replaces the built-in
     defaults.  The engine has one cost model, for host memory; a device table's model (fitted
     to staged transfers) is kept in its file but never replaces it."""
-    return next((t for t in tables if t.model is not None
+    return next((t for t in tables if t.model is not None and not t.acc
                  and t.fingerprint.get("memory", "host") == "host"), None)
 
 
@@ -452,7 +473,7 @@ def describe(here: Mapping[str, Any]) -> list[str]:
     for t in st.applied:
         _, diffs = compare_fingerprint(t.fingerprint, here)
         use = "applies" if (t.nprocs, t.memory) == (nprocs, memory) else f"not for P={nprocs}"
-        lines.append(f"  {t.path}: P={t.nprocs} {t.memory}, {len(t.rows)} rows: {use}")
+        lines.append(f"  {t.path}: P={t.nprocs} {t.kind}, {len(t.rows)} rows: {use}")
         lines += [f"    differs: {d}" for d in diffs if not d.startswith(("nprocs", "memory"))]
         lines += [f"    skipped: {why}" for why in t.skipped]
     lines += [f"  {p}: ignored: {why}" for p, why in st.ignored]
@@ -469,6 +490,7 @@ def rows_hash(tables: Sequence[Table]) -> int:
     canon: list[Any] = [[r.collective, t.memory, t.nprocs, _json_bound(r.lo), _json_bound(r.hi),
                          r.algorithm, r.chunk_bytes]
                         + ([r.staging_buffers] if r.staging_buffers is not None else [])
+                        + (["acc"] if t.acc else [])
                         for t in tables for r in t.rows]
     mt = model_table(tables)
     if mt is not None:
@@ -488,7 +510,7 @@ def _candidates() -> tuple[str, list[str]]:
     if env.lower() in ("none", "off", "0"):
         return "disabled", []
     if env:
-        return ENV_FILE, [os.path.expanduser(env)]
+        return ENV_FILE, [os.path.expanduser(p) for p in env.split(os.pathsep) if p]
     try:
         names = sorted(n for n in os.listdir(SHIPPED_DIR) if n.endswith(".json"))
     except OSError:
@@ -499,7 +521,7 @@ def _candidates() -> tuple[str, list[str]]:
 def _select(source: str, paths: Sequence[str], library: str) -> LoadStatus:
     """Read the candidate tables; keep those for this MPI library, one per (P, memory)."""
     st = LoadStatus(source, library=library)
-    seen: dict[tuple[int, str], str] = {}
+    seen: dict[tuple[int, str], str] = {}   # (P, kind): a plain and an acc_dtype table may both apply
     for path in paths:
         try:
             table = read_table(path)
@@ -507,7 +529,7 @@ def _select(source: str, paths: Sequence[str], library: str) -> LoadStatus:
             st.ignored.append((str(path), str(exc)))
             continue
         applies, _ = compare_fingerprint(table.fingerprint, {"mpi_library": library})
-        key = (table.nprocs, table.memory)
+        key = (table.nprocs, table.kind)
         if not applies:
             st.ignored.append((str(path), f"foreign: tuned with {table.fingerprint['mpi_library']!r}"))
         elif key in seen:
@@ -565,7 +587,7 @@ def _apply(st: LoadStatus) -> None:
         for r in t.rows:
             try:
                 _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,
-                                staging_buffers=r.staging_buffers)
+                                staging_buffers=r.staging_buffers, acc=t.acc)
             except (ValueError, TypeError) as exc:
                 t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
     mt = model_table(st.applied)

@@ -25,7 +25,7 @@
 typedef struct lp_ctx lp_ctx_t;
 
 /* ---- tuning rows (table.c) ---- */
-typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging; } lp_row_t;
+typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging, acc; } lp_row_t;
 typedef struct {
     lp_row_t *rows;
     size_t nrows, cap;
@@ -33,8 +33,9 @@ typedef struct {
 } lp_table_t;
 
 extern lp_table_t lp_table;           /* this process's table */
-/* the row of `t` for (coll, mem, P) covering nbytes, or NULL (the last matching row wins) */
-const lp_row_t *lp_table_lookup(const lp_table_t *t, lp_coll_t coll, lp_mem_t mem, int P, size_t nbytes);
+/* the row of `t` for (coll, mem, P, acc) covering nbytes, or NULL (the last matching row wins) */
+const lp_row_t *lp_table_lookup(const lp_table_t *t, lp_coll_t coll, lp_mem_t mem, int P, int acc,
+                                size_t nbytes);
 /* copy `src`'s rows into `dst` (dst's old rows freed) */
 int lp_table_copy(lp_table_t *dst, const lp_table_t *src);
 void lp_table_free(lp_table_t *t);
@@ -48,7 +49,7 @@ size_t lp_best_chunk_with(const lp_model_t *m, int alg, int P, size_t nbytes);
  * Everything "auto" reads (model, table rows, overrides) has a generation, bumped by every
  * change: a context's cached decision from an older generation is stale. */
 extern unsigned long lp_select_gen;
-int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int alg,
+int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int acc, int alg,
               size_t chunk_bytes, lp_choice_t *out);
 
 /* ---- contexts (context.c) ---- */
@@ -62,7 +63,7 @@ struct lp_ctx {
     struct {                  /* auto's last decision per collective (the model is not free) */
         unsigned long gen;
         size_t nbytes;
-        int mem;
+        int mem, acc;
         lp_choice_t choice;
     } last[LP_NCOLLS];
     atomic_int busy;          /* a call is being made on it (one thread at a time: MPI's rule) */

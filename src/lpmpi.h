@@ -187,12 +187,14 @@ double lp_optimal_chunk(int alg, int P, double nbytes);
 
 /* ---- tuning tables (table.c) ----
  * rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk and, for
- * device memory, `staging` staging buffers (0 = the default) */
+ * device memory, `staging` staging buffers (0 = the default).  acc = 1: a row for calls with
+ * acc_dtype (16-bit data carried in float32), keyed by the 16-bit message's bytes and chunk
+ * bytes of the float32 copy; such calls fall back to the plain rows at the float32 bytes. */
 void lp_table_clear(void);
 /* fingerprint of the loaded table (compared across ranks on each communicator's first call) */
 void lp_table_set_hash(uint64_t hash);
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                 int staging);
+                 int staging, int acc);
 /* environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES): alg -1 = none, chunk 0 = none */
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
 
@@ -210,8 +212,9 @@ typedef struct {
     int source;          /* LP_SRC_* of the algorithm */
     int tables;          /* the communicator's tables: 1 agree, -1 differ (rank 0's), 0 unchecked */
 } lp_choice_t;
-/* local (no communication): comm's context is used if it exists, never created */
-int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int alg,
+/* local (no communication): comm's context is used if it exists, never created; nbytes as
+ * the engine sees the call (acc: the float32 copy's bytes) */
+int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
               size_t chunk_bytes, lp_choice_t *out);
 
 /* ---- device memory (device.c) ----

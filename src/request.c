@@ -273,7 +273,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     LP_TRY(acquire(ctx));
     busy = 1;
     size_t esize = lp_dtype_size(dt), nbytes = count * esize;
-    LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, alg, chunk_bytes, &ch));
+    LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, acc != NULL, alg, chunk_bytes, &ch));
     if (lp_check_enabled) {
         int64_t v[LP_CK_N] = {coll, (int64_t)count, dt, coll == LP_BCAST ? -1 : (int64_t)op,
                               coll == LP_ALLREDUCE ? -1 : root, ch.alg, (int64_t)ch.chunk};

@@ -31,14 +31,16 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
 
 /* auto's algorithm and chunk (before the caller's chunk_bytes) */
 static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll, int P, size_t nbytes,
-                        lp_mem_t mem, lp_choice_t *out) {
+                        lp_mem_t mem, int acc, lp_choice_t *out) {
     int a = -1, w = 0, src = LP_SRC_MODEL;
     size_t c = 0;
     if (ovr_alg[coll] >= 0) {                                        /* 1. environment */
         a = ovr_alg[coll];
         src = LP_SRC_OVERRIDE;
     }
-    const lp_row_t *row = a < 0 ? lp_table_lookup(t, coll, mem, P, nbytes) : NULL;
+    /* acc_dtype: its own rows (keyed by the 16-bit message), else the float32 copy's */
+    const lp_row_t *row = a < 0 && acc ? lp_table_lookup(t, coll, mem, P, 1, nbytes / 2) : NULL;
+    if (a < 0 && !row) row = lp_table_lookup(t, coll, mem, P, 0, nbytes);
     if (row) {                                                       /* 2. tuning table */
         a = row->alg;
         c = row->chunk;
@@ -62,7 +64,7 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
     *out = (lp_choice_t){.alg = a, .chunk = c, .staging = w, .source = src};
 }
 
-int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int alg,
+int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int acc, int alg,
               size_t chunk_bytes, lp_choice_t *out) {
     const int differ = ctx && ctx->tables < 0;
     const lp_table_t *t = differ ? ctx->table : &lp_table;
@@ -71,15 +73,17 @@ int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem,
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
     if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
     if (alg == LP_ALG_AUTO) {
+        acc = acc != 0;
         if (ctx && ctx->last[coll].gen == lp_select_gen && ctx->last[coll].nbytes == nbytes &&
-            ctx->last[coll].mem == (int)mem) {
+            ctx->last[coll].mem == (int)mem && ctx->last[coll].acc == acc) {
             ch = ctx->last[coll].choice;
         } else {
-            decide_auto(t, m, coll, P, nbytes, mem, &ch);
+            decide_auto(t, m, coll, P, nbytes, mem, acc, &ch);
             if (ctx) {
                 ctx->last[coll].gen = lp_select_gen;
                 ctx->last[coll].nbytes = nbytes;
                 ctx->last[coll].mem = (int)mem;
+                ctx->last[coll].acc = acc;
                 ctx->last[coll].choice = ch;
             }
         }
@@ -97,14 +101,14 @@ int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem,
     return LP_OK;
 }
 
-int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int alg, size_t chunk_bytes,
-              lp_choice_t *out) {
+int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
+              size_t chunk_bytes, lp_choice_t *out) {
     int rc = LP_OK, size = 0;
     lp_ctx_t *ctx = NULL;
     LP_TRY(lp_ctx_find(comm, &ctx));
     if (ctx) size = ctx->size;
     else LP_MPI(MPI_Comm_size(comm, &size));
-    rc = lp_decide(ctx, coll, size, nbytes, mem, alg, chunk_bytes, out);
+    rc = lp_decide(ctx, coll, size, nbytes, mem, acc, alg, chunk_bytes, out);
 cleanup:
     return rc;
 }

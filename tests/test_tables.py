@@ -358,3 +358,40 @@ def test_only_a_host_tables_model_replaces_the_defaults():
     assert tables.model_table([host, cuda]) is host
     assert tables.model_table([cuda]) is None
     assert tables.model_table([]) is None
+
+
+def test_acc_dtype_tables(tmp_path):
+    """A table with fingerprint acc_dtype float32 applies to acc_dtype calls only, keyed by the
+    16-bit message's bytes; such a call without an acc row follows the plain rows at the
+    float32 copy's bytes; a plain and an acc table for the same P both apply."""
+    acc = doc(rows={"allreduce": [{"lo": 0, "hi": 1000, "algorithm": "be"},
+                                  {"lo": 1000, "hi": "inf", "algorithm": "ring", "chunk_bytes": 8192}]})
+    acc["fingerprint"]["acc_dtype"] = "float32"
+    plain = doc(rows={"allreduce": [{"lo": 0, "hi": "inf", "algorithm": "mst"}],
+                      "reduce": [{"lo": 0, "hi": 1500, "algorithm": "lp", "chunk_bytes": 1024},
+                                 {"lo": 1500, "hi": "inf", "algorithm": "be"}]})
+    t = parse_table(acc)
+    assert t.acc and t.kind == "host+acc_dtype=float32" and not parse_table(plain).acc
+    assert tables.rows_hash([t]) != tables.rows_hash([parse_table({**acc, "fingerprint": plain["fingerprint"]})])
+    for bad in ("float16", 1):
+        with pytest.raises(TableError, match="acc_dtype"):
+            parse_table({**acc, "fingerprint": {**acc["fingerprint"], "acc_dtype": bad}})
+    with pytest.raises(TableError, match="acc_dtype"):
+        parse_table({**acc, "fingerprint": {**acc["fingerprint"], "memory": "cuda"}})
+    (tmp_path / "acc.json").write_text(json.dumps(acc))
+    (tmp_path / "plain.json").write_text(json.dumps(plain))
+    out = python("""
+        import lpmpi
+        from lpmpi import _core, tables
+        st = tables.status()
+        assert len(st.applied) == 2 and not st.ignored, (st.applied, st.ignored)
+        c = lambda *a, **k: _core.choice(*a, **k)[:2]
+        assert c("allreduce", 800, acc=True) == ("be", None)          # acc row, 16-bit bytes
+        assert c("allreduce", 1000, acc=True) == ("ring", 8192)
+        assert c("allreduce", 800)[0] == "mst"                         # plain calls: plain rows
+        assert c("reduce", 700, acc=True) == ("lp", 1024)             # no acc row: 1400 float32 B
+        assert c("reduce", 800, acc=True)[0] == "be"                   # 1600 float32 B
+        assert any("host+acc_dtype=float32" in ln for ln in tables.describe({"nprocs": 1, "memory": "host", "mpi_library": tables.library_version_line()}))
+        print("OK")
+        """, env={"LPMPI_TUNING_FILE": f"{tmp_path / 'acc.json'}:{tmp_path / 'plain.json'}"})
+    assert "OK" in out

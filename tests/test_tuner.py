@@ -308,3 +308,48 @@ def test_resume_after_stop_and_kill_repeats_no_finished_trial(tmp_path):
         nbytes = int(study.rsplit("/", 1)[1][:-1])
         assert len(configs) == 1 + Space.of("allreduce", nbytes).default_budget(), (study, configs)
     assert tables.read_table(out).rows
+
+
+def test_acc_dtype_arguments_are_checked(capsys, tmp_path):
+    from tuner.cli import main
+
+    base = ["--storage", "memory", "--sizes", "8", "--quiet", "--no-fit-model", "--out", str(tmp_path / "t.json")]
+    assert main([*base, "--acc-dtype", "float32", "--collectives", "allreduce"]) == 2   # float32 data
+    assert "--acc-dtype float32 needs --dtype float16 or bfloat16" in capsys.readouterr().err
+    assert main([*base, "--acc-dtype", "float32", "--dtype", "float16", "--op", "max"]) == 2
+    assert "--op sum or avg" in capsys.readouterr().err
+    assert main([*base, "--acc-dtype", "float32", "--dtype", "float16"]) == 2       # bcast included
+    assert "bcast has no reduction" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+    assert study_name("allreduce", "host", 2, "bfloat16+float32", "sum", 8) != \
+        study_name("allreduce", "host", 2, "bfloat16", "sum", 8)
+
+
+@pytest.mark.mpi
+def test_acc_dtype_tuning_run_writes_a_table_for_acc_calls_only(tmp_path):
+    """--dtype float16 --acc-dtype float32: its own studies, measured with acc_dtype, and a table
+    whose rows apply to acc_dtype calls (keyed by the 16-bit bytes) and not to plain ones."""
+    db, out = tmp_path / "tune.db", tmp_path / "table.json"
+    rc, text = tune("--collectives", "allreduce", "--sizes", "4K,256K", "--dtype", "float16",
+                    "--acc-dtype", "float32", "--storage", f"sqlite:///{db}", "--out", str(out), *FAST)
+    assert rc == 0, text[-6000:]
+    t = tables.read_table(out)
+    assert t.acc and t.kind == "host+acc_dtype=float32" and t.fingerprint["acc_dtype"] == "float32"
+    assert all("/float16+float32/" in name for name in choices(db)), list(choices(db))
+    # auto follows the acc table for acc calls only (a plain table says mst everywhere)
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({
+        "lpmpi_table_version": 1,
+        "fingerprint": {"mpi_library": t.fingerprint["mpi_library"], "nprocs": 2, "memory": "host"},
+        "collectives": {"allreduce": [{"lo": 0, "hi": "inf", "algorithm": "mst"}]}}))
+    expect = {str(n): [t.lookup("allreduce", n).algorithm, t.lookup("allreduce", n).chunk_bytes]
+              for n in (4096, 256 << 10)}
+    code = ("import json, lpmpi; from lpmpi import _core; from mpi4py import MPI; "
+            "r = {str(n): list(_core.choice('allreduce', n, acc=True)[:2]) for n in (4096, 256 << 10)}; "
+            "p = _core.choice('allreduce', 4096)[0]; "
+            "import sys; sys.stdout.write(f'RESULT {json.dumps([r, p])}\\n'); sys.stdout.flush()")
+    rc, text = run([mpiexec(), "-n", "2", sys.executable, "-c", code],
+                   child_env({"LPMPI_TUNING_FILE": f"{out}:{plain}"}), 60)[:2]
+    assert rc == 0, text[-4000:]
+    got = [json.loads(ln.split(None, 1)[1]) for ln in text.splitlines() if ln.startswith("RESULT")]
+    assert len(got) == 2 and all(g == [expect, "mst"] for g in got), (got, expect)

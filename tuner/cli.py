@@ -99,6 +99,9 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="PATH", help="table to write (default: lpmpi-table-P<P>.json)")
     p.add_argument("--seed", type=int, default=0, help="TPE sampler seed")
     p.add_argument("--dtype", default="float32", help="numpy dtype of the buffers")
+    p.add_argument("--acc-dtype", default=None, choices=["float32"],
+                   help="tune calls with acc_dtype (float16/bfloat16 data, sum or avg, host memory, "
+                   "allreduce and reduce): their own study and a table that applies to them only")
     p.add_argument("--op", default="sum", type=str.lower, choices=OPS, help="reduction op")
     p.add_argument("--root", type=int, default=0, help="root rank of reduce and bcast")
     p.add_argument("--memory", default="host", choices=list(engine.MEMORY_KINDS),
@@ -147,6 +150,12 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
         p.error(str(exc))
     if not 0 <= a.root < nprocs:
         p.error(f"--root {a.root} is out of range for {nprocs} processes")
+    if a.acc_dtype:
+        if dtype.name not in ("float16", "bfloat16") or a.op not in ("sum", "avg") or a.memory != "host":
+            p.error("--acc-dtype float32 needs --dtype float16 or bfloat16, --op sum or avg and host "
+                    f"memory (got {dtype.name}, {a.op}, {a.memory})")
+        if "bcast" in a.collectives:
+            p.error("--acc-dtype: bcast has no reduction; use --collectives allreduce,reduce")
     out_dir = os.path.dirname(os.path.abspath(a.out or "."))
     if not os.access(out_dir, os.W_OK):
         p.error(f"--out: cannot write into {out_dir}")
@@ -160,7 +169,7 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
                     a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top,
-                    verify_passes=a.verify_passes)
+                    verify_passes=a.verify_passes, acc_dtype=a.acc_dtype)
 
 
 def _usable_cores() -> int:
@@ -222,6 +231,8 @@ def _run(comm: Any, argv: list[str]) -> int:
                if s.staging_choices else " (no staging dimension)")
             + (" [emulated on the host]" if info["emulated"] else ""))
     fp = tables.fingerprint(comm, s.memory)
+    if s.acc_dtype:
+        fp["acc_dtype"] = s.acc_dtype     # the table applies to acc_dtype calls only
     why = None if args.allow_oversubscribe else _oversubscribed(comm, fp)
     if why:
         say(f"lpmpi-tune: {why}")

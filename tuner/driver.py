@@ -51,6 +51,7 @@ class Settings:
     staging_choices: tuple[int, ...] = ()   # staging-buffers dimension of chunked algorithms (cuda)
     verify_top: int = 3                # study configurations re-measured against native at the end
     verify_passes: int = 2             # moments the finalists are measured at (2: again after the run)
+    acc_dtype: str | None = None       # calls with acc_dtype: part of the dtype (its own studies)
 
 
 class Tuner:
@@ -118,7 +119,8 @@ class Tuner:
     def _open(self, space: Space, budget: int) -> Any:
         from tuner.studies import BucketStudy, study_name
 
-        name = study_name(space.collective, self.s.memory, self.nprocs, self.s.dtype.name, self.s.op,
+        dtype = self.s.dtype.name + (f"+{self.s.acc_dtype}" if self.s.acc_dtype else "")
+        name = study_name(space.collective, self.s.memory, self.nprocs, dtype, self.s.op,
                           space.nbytes, space.staging)
         startup = len(space.algorithms) + 1
         return BucketStudy.open(self.storage, name, space, budget, self.s.seed, self.s.prune_factor,
@@ -144,7 +146,8 @@ class Tuner:
             choice = Config(stored["algorithm"], stored["chunk_bytes"], stored.get("staging_buffers"))
             return self._result(space, budget, study, choice, stored["seconds"], stored["native_s"],
                                 reused=True)
-        bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root, self.backend)
+        bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root, self.backend,
+                      acc_dtype=self.s.acc_dtype)
         baseline = Config(NATIVE) if NATIVE in space.algorithms else Config(space.algorithms[0])
         reps = reps_for(bench.estimate(baseline), self.s.min_time, self.s.min_reps, self.s.max_reps)
         if study is not None:
@@ -234,7 +237,7 @@ class Tuner:
                 continue
             cands = [Config(*c) for c in stored["candidates"]]
             bench = Bench(self.comm, r.collective, r.nbytes, self.s.dtype, self.s.op, self.s.root,
-                          self.backend)
+                          self.backend, acc_dtype=self.s.acc_dtype)
             again = bench.interleaved(cands, 1, int(stored["reps"]) * max(1, self.s.verify_rounds))
             times = {c: max(t, float(t0)) for c, t, t0 in zip(cands, again, stored["times"])}
             choice, seconds, native_s = decide(times)

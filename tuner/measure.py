@@ -51,8 +51,10 @@ class Bench:
     every method is called on every rank of ``comm`` in the same order)."""
 
     def __init__(self, comm: Any, collective: str, nbytes: int, dtype: np.dtype, op: str,
-                 root: int = 0, backend: bench.HostMemory | None = None) -> None:
+                 root: int = 0, backend: bench.HostMemory | None = None,
+                 acc_dtype: str | None = None) -> None:
         self.comm, self.collective, self.op, self.root = comm, collective, op, root
+        self.acc_dtype = acc_dtype
         self.backend = backend if backend is not None else bench.HostMemory()
         count = max(1, nbytes // dtype.itemsize)
         self.bufs = bench.make_buffers(self.backend, collective, count, dtype, op, comm.Get_rank(), root)
@@ -61,7 +63,8 @@ class Bench:
         """A no-argument callable running the collective with ``cfg`` (its staging buffers set
         around each call when it has any)."""
         case = bench.Case(cfg.label, cfg.algorithm, cfg.chunk_bytes)
-        fn = bench.make_call(case, self.collective, self.bufs, self.op, self.root, self.comm)
+        fn = bench.make_call(case, self.collective, self.bufs, self.op, self.root, self.comm,
+                             acc_dtype=self.acc_dtype)
         if cfg.staging_buffers is None:
             return fn
 

@@ -11,7 +11,7 @@ For every message size and every algorithm of ``lpmpi.algorithms(collective)``, 
 (with the algorithm and chunk that ``lpmpi.select`` says it picks) and ``mpi4py`` (mpi4py's own
 ``comm.Allreduce``/``Reduce``/``Bcast``, the per-call overhead reference), it prints one row::
 
-    size  algorithm  time_us  algbw_GB/s  busbw_GB/s  speedup_vs_native  check
+    size  algorithm  time_us  algbw_GB/s  busbw_GB/s  speedup_vs_native  of_bound  check
 
 Methodology (:mod:`lpmpi.bench.harness`, the one timing method of the benchmark and the tuner).
 All algorithms of one size are measured together: each repetition runs every algorithm once, in
@@ -22,7 +22,9 @@ times are reduced with ``MPI.MAX`` after the timed loop, never inside it); the r
 the median over repetitions.  The number of repetitions adapts to the size (``--min-time``
 seconds per size and algorithm, at least 5, at most 1000) unless ``--reps`` fixes it.
 algbw = bytes / time; busbw scales algbw as nccl-tests does (allreduce 2(P-1)/P, reduce and
-bcast 1).  Every row's result is checked against ``native``'s (which is itself checked against
+bcast 1).  of_bound: the memory-traffic lower bound of the call on one node
+(:mod:`lpmpi.bench.bound`, at the copy bandwidth the header measures) over the row's time, in
+percent (100% is at the bound); the summary gives the distance at the largest size.  Every row's result is checked against ``native``'s (which is itself checked against
 a numpy reduction at sampled elements); the process exits with status 1 on any mismatch or error
 of an lpmpi algorithm.
 
@@ -33,6 +35,7 @@ The modules, one job each:
 - :mod:`~lpmpi.bench.memory`: where buffers live (host, cuda, the fake device of the tests);
 - :mod:`~lpmpi.bench.cases`: what a row measures (cases, settings, buffers, calls, rows);
 - :mod:`~lpmpi.bench.verify`: the input pattern, the expected values, the checks;
+- :mod:`~lpmpi.bench.bound`: the memory-traffic lower bound of a collective on one node;
 - :mod:`~lpmpi.bench.rows`: one size's rows and a collective's table; the memory bandwidth;
 - :mod:`~lpmpi.bench.report`: the header, the table's lines and the summary;
 - :mod:`~lpmpi.bench.grid`: ``--compare-grid``; :mod:`~lpmpi.bench.scaling`: ``--scaling``;

@@ -66,6 +66,9 @@ class Settings:
     backend: HostMemory
     #: --fresh-input (--forms): rewrite each call's input before it, untimed
     fresh_input: bool = False
+    #: the per-rank copy bandwidth (GB/s) behind the memory-traffic bound (lpmpi.bench.bound),
+    #: or None: no bound (not measured, device memory, several nodes)
+    bound_GBps: float | None = None
 
 
 @dataclass
@@ -89,6 +92,8 @@ class Row:
     algbw_GBps: float | None = None
     busbw_GBps: float | None = None
     speedup_vs_native: float | None = None
+    bound_us: float | None = None        # the memory-traffic lower bound (lpmpi.bench.bound)
+    of_bound: float | None = None        # bound_us / time_us: 1 is at the bound
     check: str = "-"
     selected_algorithm: str | None = None
     selected_chunk_bytes: int | None = None
@@ -146,9 +151,13 @@ def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int |
 
 
 def make_call(
-    case: Case, collective: str, bufs: Buffers, op: str, root: int, comm: MPI.Comm
+    case: Case, collective: str, bufs: Buffers, op: str, root: int, comm: MPI.Comm,
+    acc_dtype: str | None = None,
 ) -> Callable[[], Any]:
-    """A no-argument callable running one collective of ``case`` on ``bufs``."""
+    """A no-argument callable running one collective of ``case`` on ``bufs`` (acc_dtype: passed
+    to lpmpi's allreduce and reduce; mpi4py's own collectives and gloo have none)."""
+    if acc_dtype is not None and (case.label == GLOO or case.algorithm is None or collective == "bcast"):
+        raise ValueError(f"acc_dtype: lpmpi's allreduce and reduce only, not {case.label} {collective}")
     if case.label == GLOO:
         return gloo_call(collective, bufs, op)
     if case.algorithm is None:  # mpi4py's own collective
@@ -158,7 +167,9 @@ def make_call(
             recv = bufs.recv if comm.Get_rank() == root else None
             return functools.partial(comm.Reduce, bufs.send, recv, op=mpi_op(op), root=root)
         return functools.partial(comm.Bcast, bufs.send, root=root)
-    kw = {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
+    kw: dict[str, Any] = {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
+    if acc_dtype is not None:
+        kw["acc_dtype"] = acc_dtype
     if collective == "allreduce":
         return functools.partial(lpmpi.allreduce, bufs.send, bufs.recv, op, comm, **kw)
     if collective == "reduce":

@@ -36,6 +36,7 @@ COLUMNS = (  # (title, width); columns are separated by two spaces
     ("algbw_GB/s", 10),
     ("busbw_GB/s", 10),
     ("speedup_vs_native", 17),
+    ("of_bound", 8),
     ("check", 8),
 )
 CALL_NAMES = {"allreduce": "Allreduce", "reduce": "Reduce", "bcast": "Bcast"}
@@ -85,6 +86,7 @@ def format_row(row: Row) -> str:
         num(row.algbw_GBps),
         num(row.busbw_GBps),
         speed,
+        "-" if row.of_bound is None else f"{100 * row.of_bound:.0f}%",
         row.check,
     ]
     return _join(cells, note)
@@ -147,6 +149,17 @@ def summarize(rows: Sequence[Row]) -> tuple[list[str], dict[str, Any]]:
             f"per-call overhead at {format_bytes(smallest)}: auto {auto.time_us:.2f} us vs mpi4py "
             f"{ref.time_us:.2f} us = {over:.2f}x (target <= {OVERHEAD_TARGET}x: {verdict})"
         )
+    bounded = [r for r in rows if r.bound_us and r.time_us]
+    if bounded:
+        top = max(r.nbytes for r in bounded)
+        at_top = {r.label: r for r in bounded if r.nbytes == top}
+        best = at_top.get(AUTO) or min(at_top.values(), key=lambda r: r.time_us)
+        data["memory_bound"] = {"nbytes": top, "bound_us": best.bound_us,
+                                "times_bound": {k: r.time_us / r.bound_us for k, r in at_top.items()}}
+        lines.append(
+            f"memory-traffic bound at {format_bytes(top)}: {best.bound_us / 1e3:.3g} ms "
+            f"(lpmpi.bench.bound); {best.label} {best.time_us / 1e3:.3g} ms = "
+            f"{best.time_us / best.bound_us:.2f}x the bound ({100 * best.of_bound:.0f}% of it)")
     peers = sorted(n for (label, n) in by if label == GLOO and (AUTO, n) in by
                    and by[(GLOO, n)].time_us and by[(AUTO, n)].time_us)
     if peers:

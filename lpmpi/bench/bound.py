@@ -1,0 +1,56 @@
+"""The memory-traffic lower bound of a collective on one node (what the bench prints each row
+against).
+
+Model.  P ranks of one node, n bytes per rank, host memory; transfers are single-copy (a rank
+reads a peer's data straight from the peer's buffer, as Linux CMA or a shared-memory window
+allow) into cache-resident chunk slots, so every byte is read from or written to memory only
+when an algorithm cannot avoid it.  The n-byte result is split into P blocks of n/P, one owned
+by each rank:
+
+- reduce-scatter: the owner of a block reads its own and the P - 1 peers' contributions to it
+  (P * n/P = n bytes read) and writes the reduced block (n/P written);
+- allgather: every rank copies the P - 1 blocks it does not own from their owners into its
+  result ((P - 1) n/P read, (P - 1) n/P written).
+
+Per rank: reads n (2P - 1)/P, writes n, so the traffic is
+
+    allreduce:  T(P) = (3P - 1)/P * n      (P = 1: 2n, a copy; P = 2: 2.5n)
+    reduce:     the same at the root (reduce-scatter, then the root gathers the P - 1 other
+                blocks: n + n/P + 2 (P - 1)/P n), the bottleneck rank
+    bcast:      2n for every non-root (read the root's buffer, write its own); 0 at P = 1
+
+(An algorithm that is not single-copy, such as an MPI library's two-copy shared-memory
+path, moves more.)  Every rank does this at once, so the time bound is T(P) / B, with B the
+memory bandwidth per rank while all ranks stream at once: the bench's copy measurement
+(``np.copyto``, read + write bytes counted, all ranks at once).
+
+>>> traffic_bytes("allreduce", 64 << 20, 2) / (64 << 20)
+2.5
+>>> traffic_bytes("allreduce", 1000, 4)
+2750.0
+>>> round(bound_seconds("allreduce", 64 << 20, 2, 32.0) * 1e3, 2)
+5.24
+"""
+from __future__ import annotations
+
+COLLECTIVES = ("allreduce", "reduce", "bcast")
+
+
+def traffic_bytes(collective: str, nbytes: float, nprocs: int) -> float:
+    """Bytes read + written per rank (the busiest rank) at least, for ``nbytes`` per rank on
+    one node of ``nprocs`` ranks (see the module's model)."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+    if nprocs < 1 or nbytes < 0:
+        raise ValueError(f"need nprocs >= 1 and nbytes >= 0, got {nprocs}, {nbytes}")
+    P = nprocs
+    if collective == "bcast":
+        return 0.0 if P == 1 else 2.0 * nbytes
+    return (3 * P - 1) / P * nbytes
+
+
+def bound_seconds(collective: str, nbytes: float, nprocs: int, copy_GBps_per_rank: float) -> float:
+    """The time bound: the traffic at the per-rank memory bandwidth (GB/s, read + write)."""
+    if not copy_GBps_per_rank > 0:
+        raise ValueError(f"copy_GBps_per_rank must be > 0, got {copy_GBps_per_rank}")
+    return traffic_bytes(collective, nbytes, nprocs) / (copy_GBps_per_rank * 1e9)
