@@ -7,6 +7,7 @@ Each round times every (size, algorithm, plain|acc) once, interleaved, as the me
 --reps calls of the slowest rank (a barrier before each call); printed: the median over
 rounds and the ratio acc / plain with its spread (min-max over rounds)."""
 import argparse
+import functools
 import json
 import time
 
@@ -48,7 +49,8 @@ def main():
             y = np.empty_like(x)
             for alg in algs:
                 for acc in (None, "float32"):
-                    t = timed(lambda: lpmpi.allreduce(x, y, algorithm=alg, acc_dtype=acc), a.reps)
+                    call = functools.partial(lpmpi.allreduce, x, y, algorithm=alg, acc_dtype=acc)
+                    t = timed(call, a.reps)
                     res.setdefault((n, alg, acc), []).append(t)
         if w.rank == 0:
             print(f"# round {rnd + 1}/{a.rounds} done", flush=True)
