@@ -1563,6 +1563,28 @@ def table_mismatches():
     """Communicators on which ranks held different tables (and so follow rank 0's)."""
     return lp_table_mismatches()
 
+def comm_nodes(comm=None):
+    """The nodes of comm as lpmpi sees them (MPI_Comm_split_type SHARED): a list giving, for
+    each rank, the lowest rank of its node.  Collective on comm's first lpmpi call (it prepares
+    the communicator); chains and rings follow node order when there are several nodes."""
+    cdef MPI_Comm h
+    cdef int size = 0, nnodes = 0, first = 0, rc
+    _comm(comm, &h, &size)
+    with nogil:
+        rc = lp_comm_prepare(h, &first)
+    if rc != LP_OK:
+        _raise_status(rc)
+    cdef cnp.ndarray[int, ndim=1] node = np.zeros(size, np.intc)
+    if lp_comm_nodes(h, &nnodes, <int *>node.data) != LP_OK:
+        _raise_status(LP_ERR_ARG)
+    return [int(x) for x in node]
+
+def node_bytes(bint reset=False):
+    """Bytes this process sent to ranks on other nodes in lpmpi's own point-to-point transfers
+    (not MPI's collectives, as algorithm native uses) since the last reset (reset=True returns
+    the count and zeroes it)."""
+    return lp_node_bytes(reset)
+
 def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes,
               staging_buffers=None, bint acc=False):
     """One tuning row; staging_buffers (1..STAGING_MAX, device memory's staged pipeline) optional;

@@ -26,6 +26,8 @@
  * (lp_optimal_chunk, src/model.c; lpmpi.model.optimal_chunk); "auto" takes the best power
  * of two (lp_best_chunk).
  *
+ * Several nodes: the chains follow node order (lp_chain_at), crossing each node boundary once.
+ *
  * Deterministic order: chunk k's result is x_0 op (x_1 op (... op x_{P-1})) in chain order,
  * computed once at the head and copied everywhere else, so allreduce results are
  * bitwise identical on every rank and run to run.
@@ -66,7 +68,7 @@ static void chain_init(const lp_args_t *a, chain_t *c, int up, int down, int hea
     memset(c, 0, sizeof *c);
     c->up = up;
     c->down = down;
-    lp_chain_pos(a->rank, head, dir, a->size, &v, &c->left, &c->right);
+    lp_chain_at(a, head, dir, &v, &c->left, &c->right);
     c->base = base;
     c->bytes = bytes;
     c->cb = a->chunk_elems * a->esize;
@@ -145,8 +147,8 @@ static int chains(const lp_args_t *a, chain_t c[2]) {
         return 1;
     }
     size_t half = (a->count + 1) / 2 * a->esize;
-    chain_init(a, &c[0], 1, 1, 0, 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
-    chain_init(a, &c[1], 1, 1, a->size - 1, -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
+    chain_init(a, &c[0], 1, 1, lp_chain_first(a), 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
+    chain_init(a, &c[1], 1, 1, lp_chain_last(a), -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
     return total > half ? 2 : 1;
 }
 

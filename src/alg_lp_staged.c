@@ -67,7 +67,7 @@ static void schain_init(const lp_args_t *a, schain_t *c, int i, int up, int down
     memset(c, 0, sizeof *c);
     c->up = up;
     c->down = down;
-    lp_chain_pos(a->rank, head, dir, a->size, &v, &c->left, &c->right);
+    lp_chain_at(a, head, dir, &v, &c->left, &c->right);
     c->base = base;
     c->bytes = bytes;
     c->cb = a->chunk_elems * a->esize;
@@ -93,8 +93,8 @@ static int schains(const lp_args_t *a, schain_t c[2]) {
         return 1;
     }
     size_t half = (a->count + 1) / 2 * a->esize;
-    schain_init(a, &c[0], 0, 1, 1, 0, 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
-    schain_init(a, &c[1], 1, 1, 1, a->size - 1, -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
+    schain_init(a, &c[0], 0, 1, 1, lp_chain_first(a), 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
+    schain_init(a, &c[1], 1, 1, 1, lp_chain_last(a), -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
     return total > half ? 2 : 1;
 }
 

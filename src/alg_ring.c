@@ -44,7 +44,9 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
 }
 
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
-    const int P = a->size, me = a->rank, right = lp_ring_right(me, P), left = lp_ring_left(me, P);
+    /* over node order on several nodes (lp_ring_index): one crossing per node boundary */
+    const int P = a->size, me = lp_ring_index(a);
+    const int right = lp_ring_rank(a, lp_ring_right(me, P)), left = lp_ring_rank(a, lp_ring_left(me, P));
     const size_t es = a->esize, cb = a->chunk_elems * es;
     const int tag = a->tag0 + LP_TAG_RING;
     size_t soff, slen, roff, rlen;

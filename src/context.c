@@ -19,6 +19,7 @@
 #include "engine.h"
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* the keyval, the list of live contexts and their counters are shared by every thread: one
  * lock around them (never held across a collective MPI call) */
@@ -64,6 +65,10 @@ static void ctx_free(lp_ctx_t *c) {
     }
     c->npool = 0;
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    free(c->node);
+    free(c->order);
+    free(c->pos);
+    c->node = c->order = c->pos = NULL;
     if (c->table) { lp_table_free(c->table); free(c->table); }
     c->table = NULL;
     lp_engine_lock();
@@ -201,11 +206,59 @@ cleanup:
     return rc;
 }
 
+/* first collective on a communicator: which ranks share a node (MPI_Comm_split_type), and, on
+ * more than one node, the ranks in node order (then rank order) that chains and rings follow */
+static int node_map(lp_ctx_t *ctx) {
+    int rc = LP_OK, lead = ctx->rank, P = ctx->size;
+    MPI_Comm node = MPI_COMM_NULL;
+    int *nd = malloc((size_t)P * sizeof *nd), *order = NULL, *pos = NULL;
+    if (!nd) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's node map");
+    LP_MPI(MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &node));
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &lead, 1, MPI_INT, MPI_MIN, node));
+    LP_MPI(MPI_Allgather(&lead, 1, MPI_INT, nd, 1, MPI_INT, ctx->comm));
+    int nnodes = 0;
+    for (int r = 0; r < P; r++) nnodes += nd[r] == r;
+    if (nnodes > 1) {
+        order = malloc((size_t)P * sizeof *order);
+        pos = malloc((size_t)P * sizeof *pos);
+        if (!order || !pos) { rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's node map"); goto cleanup; }
+        /* a stable counting sort by node (its lowest rank): nodes in the order of their lowest
+         * ranks, each node's ranks in rank order; pos is the bucket start, then the inverse */
+        for (int r = 0; r < P; r++) pos[r] = 0;
+        for (int r = 0; r < P; r++) pos[nd[r]]++;
+        for (int l = 0, k = 0; l < P; l++) { int c = pos[l]; pos[l] = k; k += c; }
+        for (int r = 0; r < P; r++) order[pos[nd[r]]++] = r;
+        for (int k = 0; k < P; k++) pos[order[k]] = k;
+    }
+    ctx->node = nd;
+    ctx->order = order;
+    ctx->pos = pos;
+    ctx->nnodes = nnodes;
+    nd = order = pos = NULL;
+cleanup:
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    free(nd);
+    free(order);
+    free(pos);
+    return rc;
+}
+
+int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node) {
+    lp_ctx_t *ctx = NULL;
+    int rc = lp_ctx_find(comm, &ctx);
+    if (rc != LP_OK) return rc;
+    if (!ctx || !ctx->node) return LP_FAIL(LP_ERR_ARG, "no collective ran on this communicator yet");
+    *nnodes = ctx->nnodes;
+    if (node) memcpy(node, ctx->node, (size_t)ctx->size * sizeof *node);
+    return LP_OK;
+}
+
 int lp_ctx_ready(MPI_Comm user, lp_ctx_t **out, int *first_mismatch) {
     int rc = LP_OK;
     lp_ctx_t *ctx = NULL;
     if (first_mismatch) *first_mismatch = 0;
     LP_TRY(lp_ctx_get(user, &ctx));
+    if (!ctx->node) LP_TRY(node_map(ctx));
     if (!ctx->tables) LP_TRY(table_agree(ctx, first_mismatch));
     *out = ctx;
 cleanup:

@@ -73,6 +73,12 @@ struct lp_ctx {
     lp_req_t *pool;           /* finished nonblocking requests, reused (under the engine lock) */
     int npool;
     int refs;                 /* requests that point at it (under the engine lock) */
+    /* nodes (MPI_Comm_split_type SHARED, found by the first collective on it): node[r] = the
+     * lowest rank of r's node; order / pos (NULL on one node): the ranks sorted by node then
+     * rank, and each rank's index there, which chains and rings follow so that they cross
+     * each node boundary once whatever the placement (block or round robin) */
+    int *node, *order, *pos;
+    int nnodes;
     int freed;                /* its communicator was freed: requests on it refuse to start */
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 };

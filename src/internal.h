@@ -52,7 +52,23 @@ typedef struct lp_args {
                                sbuf/rbuf the float32 copy the reduction runs on, and every
                                result ends rounded once into acc, in acc_dt) */
     lp_dtype_t acc_dt;      /* LP_FLOAT16 or LP_BFLOAT16 */
+    /* nodes (the context's, see lp_ctx): node[r] = the lowest rank on r's node; with more than
+     * one node, order = the ranks sorted by node (then rank), pos its inverse; else NULL */
+    const int *node, *order, *pos;
 } lp_args_t;
+
+/* position *v of this rank on the chain that starts at rank `head` and goes up (dir = 1) or down
+ * (dir = -1), and the ranks of its neighbours v-1 (*left) and v+1 (*right), -1 at the ends.
+ * One node: rank order (lp_chain_pos).  Several: node order (a->order, reversed for dir = -1),
+ * starting with head and the rest of head's node, then the following nodes, so that the chain
+ * crosses each node boundary once whatever the placement.  lp_chain_ends: the heads of the two
+ * opposite chains of allreduce (the first and the last rank of that order). */
+void lp_chain_at(const lp_args_t *a, int head, int dir, int *v, int *left, int *right);
+static inline int lp_chain_first(const lp_args_t *a) { return a->order ? a->order[0] : 0; }
+static inline int lp_chain_last(const lp_args_t *a) { return a->order ? a->order[a->size - 1] : a->size - 1; }
+/* the ring over node order: this rank's index on it and the rank at index i */
+static inline int lp_ring_index(const lp_args_t *a) { return a->pos ? a->pos[a->rank] : a->rank; }
+static inline int lp_ring_rank(const lp_args_t *a, int i) { return a->order ? a->order[i] : i; }
 
 /* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */
 typedef struct { double alpha, beta, gamma; } lp_model_t;

@@ -161,6 +161,12 @@ int lp_comm_ready(MPI_Comm comm);
 /* live contexts and the communicators whose ranks held different tables (tests, info) */
 long lp_comm_contexts(void);
 long lp_table_mismatches(void);
+/* comm's nodes (its context must be prepared, else LP_ERR_ARG): the number of nodes and, in
+ * node[0 .. size-1] (may be NULL), the lowest rank of each rank's node */
+int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node);
+/* bytes this process sent to ranks of other nodes in lpmpi's own point-to-point transfers
+ * (not the MPI library's collectives of algorithm native), since the last reset */
+unsigned long long lp_node_bytes(int reset);
 
 /* ---- configuration (config.c) ----
  * knobs read from the environment by the bindings: largest single MPI message (test knob,

@@ -38,6 +38,11 @@ atomic_long lp_nactive;
 static atomic_ulong gen;          /* bumped when the active set or its ownership changes */
 static lp_req_t *live;            /* every request not yet freed (MPI_Finalize) */
 static atomic_long fault_after;   /* tests: the n-th next point-to-point call fails */
+static atomic_ullong node_bytes;  /* sent to other nodes (lp_node_bytes) */
+
+unsigned long long lp_node_bytes(int reset) {
+    return reset ? atomic_exchange(&node_bytes, 0) : atomic_load(&node_bytes);
+}
 
 /* the progress thread */
 static pthread_t pt;
@@ -171,6 +176,8 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
         switch (l->kind) {
         case LP_STEP_SEND:
             if (injected()) { rc = LP_FAIL(LP_ERR_MPI, "MPI_Isend failed: injected fault (tests)"); goto cleanup; }
+            if (a->order && a->node[l->peer] != a->node[a->rank])
+                atomic_fetch_add_explicit(&node_bytes, step_len(l, k), memory_order_relaxed);
             LP_MPI(MPI_Isend(at(&l->r[0], k), (int)step_len(l, k), MPI_BYTE, l->peer, l->tag, a->comm,
                              &r->reqs[l->req0 + l->islot]));
             break;

@@ -295,6 +295,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         .staging = (size_t)(ch.staging > 0 ? ch.staging : lp_staging),
         .persistent = kind == LP_REQ_PERSISTENT,
         .acc = acc, .acc_dt = acc_dt,
+        .node = ctx->node, .order = ctx->order, .pos = ctx->pos,
     };
     r->devid = devid;
     if (replan || devid >= 0) {

@@ -124,3 +124,32 @@ lp_lane_t *lp_lane_dev(lp_req_t *r, const lp_args_t *a, int stream, size_t bytes
     l->W = a->staging ? a->staging : 1;
     return l;
 }
+
+void lp_chain_at(const lp_args_t *a, int head, int dir, int *v, int *left, int *right) {
+    const int P = a->size;
+    if (!a->order) {
+        lp_chain_pos(a->rank, head, dir, P, v, left, right);
+        return;
+    }
+    /* S = a->order (dir = 1) or its reverse; head's node is S[b0, b1) */
+#define S(i) (dir > 0 ? a->order[(i)] : a->order[P - 1 - (i)])
+    const int hp = dir > 0 ? a->pos[head] : P - 1 - a->pos[head], hn = a->node[head];
+    int b0 = hp, b1 = hp + 1, k = 0, prev = -1;
+    while (b0 > 0 && a->node[S(b0 - 1)] == hn) b0--;
+    while (b1 < P && a->node[S(b1)] == hn) b1++;
+    *v = *left = *right = -1;
+    /* the chain: head, the rest of S[b0, b1), S[b1, P), S[0, b0) */
+    for (int part = 0; part < 4; part++) {
+        int lo = part == 0 ? 0 : part == 1 ? b0 : part == 2 ? b1 : 0;
+        int hi = part == 0 ? 1 : part == 1 ? b1 : part == 2 ? P : b0;
+        for (int i = lo; i < hi; i++) {
+            int r = part == 0 ? head : S(i);
+            if (part == 1 && r == head) continue;
+            if (*v >= 0) { *right = r; return; }
+            if (r == a->rank) { *v = k; *left = prev; }
+            prev = r;
+            k++;
+        }
+    }
+#undef S
+}

@@ -29,6 +29,7 @@ from lpmpi.bench.forms import FORMS, run_forms
 from lpmpi.bench.grid import run_compare_grid
 from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
 from lpmpi.bench.memory import MEMORY_BACKENDS, memory_backend
+from lpmpi.bench.nodes import run_node_bytes
 from lpmpi.bench.overlap import COMPUTES, run_overlap
 from lpmpi.bench.report import environment_header, format_header
 from lpmpi.bench.rows import measure_memory_bandwidth, run_collective
@@ -158,6 +159,12 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         "with and without the progress thread (default algorithms: auto)",
     )
     p.add_argument(
+        "--node-bytes",
+        action="store_true",
+        help="no timing: one call per size and algorithm, and the bytes each rank sent to ranks "
+        "on other nodes (lpmpi's own transfers; chains and rings follow node order)",
+    )
+    p.add_argument(
         "--compute",
         type=lambda t: [f.strip() for f in t.split(",") if f.strip()],
         default=list(COMPUTES),
@@ -190,15 +197,15 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
         p.error(f"--compute: unknown {', '.join(bad) or '(none given)'} (known: {', '.join(COMPUTES)})")
     if args.fresh_input and not args.forms:
         p.error("--fresh-input applies to --forms")
-    modes = [m for m in ("compare_grid", "scaling", "forms", "overlap") if getattr(args, m)]
+    modes = [m for m in ("compare_grid", "scaling", "forms", "overlap", "node_bytes") if getattr(args, m)]
     if len(modes) > 1:
         p.error("--" + " and --".join(m.replace("_", "-") for m in modes) + " cannot be combined")
     if args.peers:
         if args.collective != "allreduce" or args.memory != "host":
             p.error("--peers compares allreduce on host memory (--collective allreduce)")
-        if any(getattr(args, m) for m in ("compare_grid", "scaling", "forms", "overlap")):
+        if any(getattr(args, m) for m in ("compare_grid", "scaling", "forms", "overlap", "node_bytes")):
             p.error("--peers adds rows to the plain table: it does not combine with "
-                    "--compare-grid, --scaling, --forms or --overlap")
+                    "--compare-grid, --scaling, --forms, --overlap or --node-bytes")
         if args.op not in GLOO_OPS:
             p.error(f"--peers: gloo has no {args.op} (it has {', '.join(GLOO_OPS)})")
         try:
@@ -233,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = environment_header(comm, args, dtype, [c * dtype.itemsize for c in counts])
     for line in format_header(header):
         out(line)
-    if args.bandwidth:
+    if args.bandwidth and not args.node_bytes:
         header["memory_bandwidth"] = measure_memory_bandwidth(comm)
         out(format_header(header)[-1])
     if args.op == "avg" and (args.algorithms is None or MPI4PY in args.algorithms):
@@ -277,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.overlap:
             overlap_rows, summaries[collective] = run_overlap(comm, s, counts, cases, args.compute, out)
             rows = []
+        elif args.node_bytes:
+            node_rows, summaries[collective] = run_node_bytes(comm, s, counts, cases, out)
+            overlap_rows += node_rows
+            rows = []
         else:
             rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
         all_rows.extend(rows)
@@ -295,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = {
             "header": header,
             "rows": [asdict(r) for r in all_rows],
-            **({"overlap": overlap_rows} if overlap_rows else {}),
+            **({"node_bytes" if args.node_bytes else "overlap": overlap_rows} if overlap_rows else {}),
             "summary": summaries,
             "status": "failed" if failed else "ok",
         }

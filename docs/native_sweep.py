@@ -1,0 +1,132 @@
+"""Each MPI library's allreduce in every configuration a user can pick, against lpmpi's auto.
+
+    python docs/native_sweep.py --library mpich --python .venv/bin/python --mpiexec .venv/bin/mpiexec \\
+        [--env K=V ...] [--sizes 4K,64K,1MiB,16MiB,64MiB] [--rounds 2] --out sweep.json
+
+For every configuration of the library's allreduce (MPICH: MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM;
+Open MPI: coll_tuned_allreduce_algorithm with dynamic rules, and segment sizes for the
+segmented ring; Intel MPI: I_MPI_ADJUST_ALLREDUCE=1..N) it runs
+``mpiexec -n 2 python -m lpmpi.bench --algorithms auto,mpi4py`` with that configuration in the
+environment and keeps both rows: the library's own ``comm.Allreduce`` (mpi4py) in that
+configuration, and lpmpi's ``auto`` in the same run (lpmpi does not use the library's
+collectives except in its ``native`` algorithm, so auto's time is a per-run reference of the
+machine's state).  Rounds repeat the whole sweep (configurations in turn, so drift hits them
+alike).  The summary per size: the library's default, its best configuration (the smallest
+median over rounds), lpmpi auto (median over all runs), and the ratios with their spread.
+A configuration the library rejects (the run fails) is reported and skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+CONFIGS = {
+    "mpich": [{}] + [{"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": a} for a in (
+        "recursive_doubling", "reduce_scatter_allgather", "ring", "k_reduce_scatter_allgather",
+        "tree", "recexch")],
+    "ompi": [{}] + [{"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                     "OMPI_MCA_coll_tuned_allreduce_algorithm": str(a)} for a in (1, 2, 3, 4, 6, 7)]
+    + [{"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_allreduce_algorithm": "5",
+        "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": str(s)} for s in (65536, 262144, 1048576)],
+    "impi": [{}] + [{"I_MPI_ADJUST_ALLREDUCE": str(a)} for a in range(1, 25)],
+}
+
+
+def label(cfg: dict[str, str]) -> str:
+    return ",".join(f"{k.split('_')[-1] if len(cfg) == 1 else k}={v}" for k, v in cfg.items()) or "default"
+
+
+def run_one(a, cfg, js):
+    env = dict(os.environ, **dict(kv.split("=", 1) for kv in a.env), **cfg)
+    cmd = [a.mpiexec, "-n", "2", *a.mpiexec_args, a.python, "-m", "lpmpi.bench", "--algorithms",
+           "auto,mpi4py", "--sizes", a.sizes, "--min-time", str(a.min_time), "--no-bandwidth",
+           "--json", js]
+    try:
+        p = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    if p.returncode != 0 or not os.path.exists(js):
+        return None, (p.stdout + p.stderr)[-400:].strip().replace("\n", " | ")
+    with open(js) as f:
+        doc = json.load(f)
+    rows = {}
+    for r in doc["rows"]:
+        if r["time_us"] is not None and r["check"] in ("ok", "n/a", "-"):
+            rows.setdefault(r["nbytes"], {})[r["label"]] = r["time_us"]
+    return {"rows": rows, "library": doc["header"]["mpi_library"]}, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--library", required=True, choices=sorted(CONFIGS))
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--mpiexec-args", default="", help="extra mpiexec arguments, space separated")
+    ap.add_argument("--env", action="append", default=[], metavar="K=V")
+    ap.add_argument("--sizes", default="4K,64K,1MiB,16MiB,64MiB")
+    ap.add_argument("--min-time", type=float, default=0.05)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--configs", help="only these configuration indices, comma separated")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    a.mpiexec_args = a.mpiexec_args.split()
+    configs = CONFIGS[a.library]
+    if a.configs:
+        configs = [configs[int(i)] for i in a.configs.split(",")]
+    runs, failed, library = [], {}, None
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(a.rounds):
+            for i, cfg in enumerate(configs):
+                res, err = run_one(a, cfg, os.path.join(tmp, f"{rnd}-{i}.json"))
+                name = label(cfg)
+                if res is None:
+                    failed[name] = err
+                    print(f"# round {rnd + 1} {name}: FAILED ({err[:160]})", flush=True)
+                    continue
+                library = library or res["library"]
+                runs.append({"round": rnd, "config": name, "env": cfg, "rows": res["rows"]})
+                print(f"# round {rnd + 1} {name}: " + ", ".join(
+                    f"{n}: mpi {v.get('mpi4py', float('nan')):.1f} auto {v.get('auto', float('nan')):.1f}"
+                    for n, v in sorted(res["rows"].items(), key=lambda kv: int(kv[0]))), flush=True)
+    sizes = sorted({int(n) for r in runs for n in r["rows"]})
+    summary = []
+    print(f"\n# {library}: P = 2, float32 sum; medians over {a.rounds} round(s) (us); "
+          "spread = min-max of the per-round ratios")
+    print(f"{'size':>10} {'default':>10} {'best config':>34} {'best':>10} {'auto':>10} {'default/auto':>13} {'best/auto':>16}")
+    for n in sizes:
+        per = {}
+        for r in runs:
+            t = r["rows"].get(str(n), r["rows"].get(n, {}))
+            if "mpi4py" in t:
+                per.setdefault(r["config"], []).append(t["mpi4py"])
+        autos = [r["rows"].get(str(n), r["rows"].get(n, {})).get("auto") for r in runs]
+        autos = [x for x in autos if x]
+        if not per or not autos:
+            continue
+        med = {k: statistics.median(v) for k, v in per.items()}
+        best = min(med, key=med.get)
+        auto = statistics.median(autos)
+        # per-round ratios of the best configuration against auto in the same run
+        ratios = [r["rows"][str(n)]["mpi4py"] / r["rows"][str(n)]["auto"] for r in runs
+                  if r["config"] == best and str(n) in r["rows"] and "auto" in r["rows"][str(n)]]
+        dflt = med.get("default")
+        summary.append({"nbytes": n, "default_us": dflt, "best_config": best, "best_us": med[best],
+                        "auto_us": auto, "best_over_auto_runs": ratios, "configs_us": med})
+        spread = f"[{min(ratios):.2f} {max(ratios):.2f}]" if ratios else ""
+        print(f"{n:>10} {dflt or float('nan'):>10.1f} {best:>34} {med[best]:>10.1f} {auto:>10.1f} "
+              f"{(dflt or float('nan')) / auto:>13.2f} {med[best] / auto:>6.2f} {spread:>9}")
+    with open(a.out, "w") as f:
+        json.dump({"library": library, "sizes": sizes, "runs": runs, "failed": failed,
+                   "summary": summary, "command": " ".join(sys.argv)}, f, indent=1)
+    if failed:
+        print(f"# configurations that failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""``--node-bytes``: what each algorithm sends between nodes, counted by the engine (no timing).
+
+On several nodes (real, or MPICH's emulation: ``MPIR_CVAR_NUM_CLIQUES=2``, round robin, or
+blocks with ``MPIR_CVAR_CLIQUES_BY_BLOCK=1``), lpmpi's chains and rings follow node order so
+that they cross each node boundary once whatever the placement.  This mode shows it without
+timing oversubscribed runs: per size and algorithm, one call, and the bytes each rank sent to
+ranks of other nodes in lpmpi's own point-to-point transfers (``_core.node_bytes``; the MPI
+library's collectives, which ``native`` calls, are not counted).  Rows give the largest and
+the mean over ranks, as bytes and as a multiple of the message size n, and every rank's count.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mpi4py import MPI
+
+from lpmpi import _core
+from lpmpi._units import format_bytes
+from lpmpi.bench.cases import NATIVE, Case, Settings, make_call
+from lpmpi.bench.verify import make_buffers
+
+
+def placement(nodes: Sequence[int]) -> str:
+    """Ranks grouped by node: ``node of rank 0: 0 2 | node of rank 1: 1 3``.
+
+    >>> placement([0, 1, 0, 1])
+    'node of rank 0: ranks 0 2 | node of rank 1: ranks 1 3'
+    """
+    groups: dict[int, list[int]] = {}
+    for rank, lead in enumerate(nodes):
+        groups.setdefault(lead, []).append(rank)
+    return " | ".join(f"node of rank {lead}: ranks {' '.join(map(str, rs))}" for lead, rs in groups.items())
+
+
+def run_node_bytes(
+    comm: MPI.Comm, s: Settings, counts: Sequence[int], cases: Sequence[Case], out: Callable[[str], None]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One call per (size, case); every rank's bytes to other nodes.  Collective."""
+    nodes = _core.comm_nodes(comm)
+    nprocs, rank = comm.Get_size(), comm.Get_rank()
+    out("")
+    out(f"# {s.collective}: bytes sent to other nodes per rank, P={nprocs}, {len(set(nodes))} node(s): "
+        f"{placement(nodes)}")
+    out(f"{'size':>10}  {'algorithm':<9}  {'max/rank':>10}  {'max/n':>6}  {'mean/n':>6}  per rank")
+    rows: list[dict[str, Any]] = []
+    for count in counts:
+        nbytes = count * s.dtype.itemsize
+        for case in cases:
+            if case.algorithm is None:          # mpi4py's, gloo: not lpmpi's transfers
+                continue
+            bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root)
+            call = make_call(case, s.collective, bufs, s.op, s.root, comm)
+            comm.Barrier()
+            _core.node_bytes(reset=True)
+            call()
+            sent = comm.allgather(_core.node_bytes(reset=True))
+            counted = case.algorithm != NATIVE
+            row = {"collective": s.collective, "label": case.label, "nbytes": nbytes, "nodes": nodes,
+                   "bytes_per_rank": sent if counted else None}
+            rows.append(row)
+            if not counted:
+                out(f"{nbytes:>10}  {case.label:<9}  {'n/a':>10}  {'':>6}  {'':>6}  (the MPI library's own)")
+                continue
+            top, mean = max(sent), sum(sent) / nprocs
+            out(f"{nbytes:>10}  {case.label:<9}  {format_bytes(top):>10}  {top / nbytes:6.2f}  "
+                f"{mean / nbytes:6.2f}  {' '.join(map(str, sent))}")
+    return rows, {"nodes": nodes}
+
