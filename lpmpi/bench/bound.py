@@ -22,7 +22,9 @@ Per rank: reads n (2P - 1)/P, writes n, so the traffic is
 (An algorithm that is not single-copy, such as an MPI library's two-copy shared-memory
 path, moves more.)  Every rank does this at once, so the time bound is T(P) / B, with B the
 memory bandwidth per rank while all ranks stream at once: the bench's copy measurement
-(``np.copyto``, read + write bytes counted, all ranks at once).
+(``np.copyto``, read + write bytes counted, all ranks at once), made at the row's own size, so
+that a message that fits in the caches is held to the caches' speed, a large one to memory's.
+The bench gives it from BOUND_MIN_BYTES up.
 
 >>> traffic_bytes("allreduce", 64 << 20, 2) / (64 << 20)
 2.5
@@ -34,6 +36,8 @@ memory bandwidth per rank while all ranks stream at once: the bench's copy measu
 from __future__ import annotations
 
 COLLECTIVES = ("allreduce", "reduce", "bcast")
+#: the bench gives the bound from this size up (smaller copies measure call overhead, not memory)
+BOUND_MIN_BYTES = 256 << 10
 
 
 def traffic_bytes(collective: str, nbytes: float, nprocs: int) -> float:

@@ -66,9 +66,9 @@ class Settings:
     backend: HostMemory
     #: --fresh-input (--forms): rewrite each call's input before it, untimed
     fresh_input: bool = False
-    #: the per-rank copy bandwidth (GB/s) behind the memory-traffic bound (lpmpi.bench.bound),
-    #: or None: no bound (not measured, device memory, several nodes)
-    bound_GBps: float | None = None
+    #: the memory-traffic bound (lpmpi.bench.bound) of each size >= BOUND_MIN_BYTES, at the copy
+    #: bandwidth measured at that size (off: not asked for, device memory, several nodes)
+    bound: bool = False
 
 
 @dataclass
@@ -93,6 +93,7 @@ class Row:
     busbw_GBps: float | None = None
     speedup_vs_native: float | None = None
     bound_us: float | None = None        # the memory-traffic lower bound (lpmpi.bench.bound)
+    bound_copy_GBps: float | None = None  # the copy bandwidth per rank it assumes (this size's)
     of_bound: float | None = None        # bound_us / time_us: 1 is at the bound
     check: str = "-"
     selected_algorithm: str | None = None

@@ -270,9 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not cases:
             out(f"# {collective}: none of the requested algorithms applies")
             continue
-        bw = header.get("memory_bandwidth")
-        bound = (bw["copy_GBps_per_rank"] if bw and args.memory == "host" and header["nhosts"] == 1
-                 else None)
+        bound = bool(args.bandwidth and args.memory == "host" and header["nhosts"] == 1)
         s = Settings(collective, dtype, args.op, args.root, args.warmup, args.reps, args.min_time,
                      args.check, backend, args.fresh_input, bound)
         if args.compare_grid:

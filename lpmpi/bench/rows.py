@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 import lpmpi
 from lpmpi.bench import harness
-from lpmpi.bench.bound import bound_seconds
+from lpmpi.bench.bound import BOUND_MIN_BYTES, bound_seconds
 from lpmpi.bench.cases import AUTO, NATIVE, Case, Row, Settings, bus_factor, make_call
 from lpmpi.bench.memory import selection_memory
 from lpmpi.bench.report import format_row, format_table_header, summarize
@@ -68,14 +68,16 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
         row.algbw_GBps = nbytes / row.time_us / 1e3
         row.busbw_GBps = row.algbw_GBps * bus_factor(s.collective, nprocs)
     native_row = rows.get(NATIVE)
-    bound_us = (bound_seconds(s.collective, nbytes, nprocs, s.bound_GBps) * 1e6
-                if s.bound_GBps else None)
+    bound_us = copy = None
+    if s.bound and nbytes >= BOUND_MIN_BYTES:   # at this size's copy bandwidth (caches included)
+        copy = measure_memory_bandwidth(comm, nbytes, MEMBW_REPS)["copy_GBps_per_rank"]
+        bound_us = bound_seconds(s.collective, nbytes, nprocs, copy) * 1e6
     for label in labels:
         row = rows[label]
         if native_row is not None and native_row.time_us and row.time_us:
             row.speedup_vs_native = native_row.time_us / row.time_us
         if bound_us and row.time_us:
-            row.bound_us, row.of_bound = bound_us, bound_us / row.time_us
+            row.bound_us, row.bound_copy_GBps, row.of_bound = bound_us, copy, bound_us / row.time_us
         if s.check:
             row.error = check_case(comm, s, calls[label], bufs, reference)
             row.check = "ok" if row.error is None else "MISMATCH"
