@@ -38,6 +38,8 @@ def info() -> None:
 
     comm = MPI.COMM_WORLD
     here = lpmpi.tables.fingerprint(comm)   # collective: before the other ranks wait
+    nodes = _core.comm_nodes(comm)          # collective too (lpmpi's first call on comm)
+    transport = _core.comm_transport(comm)
     if comm.rank != 0:
         comm.Barrier()
         return
@@ -53,6 +55,10 @@ def info() -> None:
     a, b, g = _core.model_get()
     print(f"model: alpha {a * 1e6:.2f} us, beta {1 / b / 1e9:.2f} GB/s, gamma {1 / g / 1e9:.2f} GB/s")
     print(f"machine: {here['cpu_model']}, {here['ranks_per_node']} rank(s) per node, {here['nodes']} node(s)")
+    from lpmpi.bench.nodes import placement
+    order = ("; chains and rings in node order" if len(set(nodes)) > 1 else "")
+    print(f"nodes: {placement(nodes)}{order}")
+    print(f"node-local transport: {transport[0]} ({transport[1]})")
     for line in lpmpi.tables.describe(here):
         print(line)
     env = {k: v for k, v in os.environ.items() if k.startswith("LPMPI_")}

@@ -105,6 +105,8 @@ cdef extern from "lpmpi.h" nogil:
     void lp_table_set_hash(uint64_t hash)
     long lp_table_mismatches()
     int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node)
+    int lp_comm_transport(MPI_Comm comm, int *why)
+    void lp_set_node_transport(int on)
     unsigned long long lp_node_bytes(int reset)
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
                      int staging, int acc)

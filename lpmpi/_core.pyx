@@ -90,6 +90,12 @@ def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
     _debug = debug
     lp_configure(max_msg_bytes, window, check)
 
+def _configure_node_transport(bint on=True):
+    """LPMPI_NODE_TRANSPORT (lpmpi._env at import): False keeps communicators prepared from now
+    on on MPI point-to-point between the ranks of a node (True: the node-local transport where
+    it works)."""
+    lp_set_node_transport(on)
+
 def _configure_device(bint emulate=False, int cuda_aware=-1, int staging_buffers=0):
     """Device-memory knobs (lpmpi._env at import): emulation of the staged CUDA path on the host
     (LPMPI_EMULATE_STAGING), the transport (LPMPI_CUDA_AWARE: -1 ask the MPI library, 0 staged,
@@ -1578,6 +1584,30 @@ def comm_nodes(comm=None):
     if lp_comm_nodes(h, &nnodes, <int *>node.data) != LP_OK:
         _raise_status(LP_ERR_ARG)
     return [int(x) for x in node]
+
+_NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
+           "ring allreduce on host memory",
+           "off: LPMPI_NODE_TRANSPORT=mpi", "off: the communicator spans several nodes",
+           "off: process_vm_readv between the ranks was refused (ptrace permissions)",
+           "off: one rank", "off: not Linux")
+
+def comm_transport(comm=None, bint prepare=True):
+    """``(name, why)``: the transport lpmpi's own transfers use between ranks of one node on
+    comm, "cma" (the node-local transport) or "mpi", and why.  prepare: collective on comm's
+    first lpmpi call (it prepares the communicator); prepare=False is local and returns None
+    for a communicator no lpmpi collective ran on yet."""
+    cdef MPI_Comm h
+    cdef int size = 0, first = 0, why = 0, rc
+    _comm(comm, &h, &size)
+    if not prepare and not lp_comm_ready(h):
+        return None
+    with nogil:
+        rc = lp_comm_prepare(h, &first)
+    if rc != LP_OK:
+        _raise_status(rc)
+    if lp_comm_transport(h, &why) != LP_OK:
+        _raise_status(LP_ERR_ARG)
+    return ("cma" if why == 0 else "mpi", _NT_WHY[why])
 
 def node_bytes(bint reset=False):
     """Bytes this process sent to ranks on other nodes in lpmpi's own point-to-point transfers

@@ -41,6 +41,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_MAX_MSG_BYTES", "size", "largest single MPI message (bigger transfers are split; tests)"),
     ("LPMPI_PROGRESS_THREAD", "0|1", ("start the background progress thread at import: it advances "
      "nonblocking and persistent requests while the program computes (needs MPI_THREAD_MULTIPLE)")),
+    ("LPMPI_NODE_TRANSPORT", "auto|mpi", ("between ranks of one node: auto (default) uses lpmpi's "
+     "node-local transport (single-copy process_vm_readv, for the ring allreduce) where it works, "
+     "mpi keeps MPI point-to-point")),
 )
 
 _FALSE = ("", "0", "false", "no", "off")
@@ -61,6 +64,7 @@ class Settings:
     emulate_staging: bool = False
     max_msg_bytes: int = 0
     progress_thread: bool = False
+    node_transport: bool = True        # LPMPI_NODE_TRANSPORT: auto (True) or mpi (False)
 
 
 def _ignore(name: str, value: str, why: str) -> None:
@@ -110,6 +114,10 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         _ignore("LPMPI_ALGORITHM", env["LPMPI_ALGORITHM"], f"unknown algorithm; one of {', '.join(algorithms)}")
         alg = None
     aware = env.get("LPMPI_CUDA_AWARE", "").strip()
+    nt = env.get("LPMPI_NODE_TRANSPORT", "").strip().lower()
+    if nt not in ("", "auto", "mpi"):
+        _ignore("LPMPI_NODE_TRANSPORT", env["LPMPI_NODE_TRANSPORT"], "not auto or mpi")
+        nt = ""
     return Settings(
         algorithm=alg,
         chunk_bytes=_size(env, "LPMPI_CHUNK_BYTES") or None,
@@ -122,6 +130,7 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         emulate_staging=_flag(env, "LPMPI_EMULATE_STAGING"),
         max_msg_bytes=_size(env, "LPMPI_MAX_MSG_BYTES"),
         progress_thread=_flag(env, "LPMPI_PROGRESS_THREAD"),
+        node_transport=nt != "mpi",
     )
 
 
@@ -138,6 +147,7 @@ def apply() -> Settings:
     settings = s = read(algorithms=names)
     _core._configure(s.max_msg_bytes, s.window, s.check, s.debug)
     _core._configure_device(s.emulate_staging, s.cuda_aware, s.staging_buffers)
+    _core._configure_node_transport(s.node_transport)
     for coll in _core.COLLECTIVES:
         # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
         _core.set_override(coll, s.algorithm if s.algorithm in _core.algorithms(coll) else None,

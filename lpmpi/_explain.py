@@ -36,6 +36,9 @@ class Explanation:
     tables: str = "unchecked"
     #: how the nonblocking and persistent forms of the chosen algorithm run
     requests: str = ""
+    #: the transport between the ranks of a node on this communicator ("" before its first
+    #: collective): "cma" (lpmpi's node-local transport, for the ring allreduce) or "mpi"
+    transport: str = ""
 
     def __str__(self) -> str:
         chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
@@ -60,6 +63,8 @@ class Explanation:
             lines.append("  ranks' tables: not compared yet (the first collective on this communicator does)")
         if self.requests:
             lines.append(f"  requests: {self.requests}")
+        if self.transport:
+            lines.append(f"  node-local transport: {self.transport}")
         if self.model is not None:
             lines.append(f"  model: {self.model}")
         lines.append("  model prediction per algorithm:")
@@ -103,6 +108,11 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     s = _env.settings
     env = {k: str(v) for k, v in (("LPMPI_ALGORITHM", s.algorithm), ("LPMPI_CHUNK_BYTES", s.chunk_bytes))
            if v is not None}
+    nt = _core.comm_transport(comm, prepare=False)
+    transport = ""
+    if nt is not None:
+        used = nt[0] == "cma" and alg == "ring" and collective == "allreduce" and memory == "host"
+        transport = f"{nt[0]} ({nt[1]})" + ("; this call uses it" if used else "; not used by this call")
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
                        model.current(), model.predict_all(collective, nprocs, nbytes), agreed,
-                       _core.request_forms(alg))
+                       _core.request_forms(alg), transport)

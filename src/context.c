@@ -18,8 +18,13 @@
  * collectives of a first call are the same on every rank whatever the local outcome. */
 #include "engine.h"
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/uio.h>
+#endif
 
 /* the keyval, the list of live contexts and their counters are shared by every thread: one
  * lock around them (never held across a collective MPI call) */
@@ -68,7 +73,8 @@ static void ctx_free(lp_ctx_t *c) {
     free(c->node);
     free(c->order);
     free(c->pos);
-    c->node = c->order = c->pos = NULL;
+    free(c->pids);
+    c->node = c->order = c->pos = c->pids = NULL;
     if (c->table) { lp_table_free(c->table); free(c->table); }
     c->table = NULL;
     lp_engine_lock();
@@ -243,6 +249,62 @@ cleanup:
     return rc;
 }
 
+/* the node-local transport's capability check, on every rank of a one-node communicator at once
+ * (the same answer everywhere): each rank reads its right neighbour's probe word with
+ * process_vm_readv; any failure, or LPMPI_NODE_TRANSPORT=mpi on any rank, turns it off */
+static volatile uint64_t cma_probe;
+#define CMA_MAGIC 0x6c706d7069636d61ull
+
+static int node_transport(lp_ctx_t *ctx) {
+    int rc = LP_OK, P = ctx->size, why = LP_NT_CMA;
+    struct { int64_t pid; uint64_t addr; } me, *all = NULL;
+    if (!lp_node_transport) why = LP_NT_OFF_ENV;
+#if !defined(__linux__)
+    why = LP_NT_OFF_OS;
+#endif
+    if (P == 1 || ctx->nnodes > 1) {               /* the same on every rank: no communication */
+        ctx->nt_why = P == 1 ? LP_NT_OFF_ONE : LP_NT_OFF_NODES;
+        return LP_OK;
+    }
+    me.pid = (int64_t)getpid();
+    cma_probe = CMA_MAGIC ^ (uint64_t)me.pid;
+    me.addr = (uint64_t)(uintptr_t)&cma_probe;
+    all = malloc((size_t)P * sizeof *all);
+    if (!all) return LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport's check");
+    LP_MPI(MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, ctx->comm));
+#if defined(__linux__)
+    if (why == LP_NT_CMA) {
+        int right = (ctx->rank + 1) % P;
+        uint64_t v = 0;
+        struct iovec l = {&v, sizeof v}, rm = {(void *)(uintptr_t)all[right].addr, sizeof v};
+        if (process_vm_readv((pid_t)all[right].pid, &l, 1, &rm, 1, 0) != (ssize_t)sizeof v ||
+            v != (CMA_MAGIC ^ (uint64_t)all[right].pid))
+            why = LP_NT_OFF_PERM;
+    }
+#endif
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &why, 1, MPI_INT, MPI_MAX, ctx->comm));
+    ctx->nt_why = why;
+    if (why == LP_NT_CMA) {
+        if (!(ctx->pids = malloc((size_t)P * sizeof *ctx->pids))) {
+            rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport");
+            goto cleanup;
+        }
+        for (int r = 0; r < P; r++) ctx->pids[r] = (int)all[r].pid;
+    }
+cleanup:
+    free(all);
+    return rc;
+}
+
+int lp_comm_transport(MPI_Comm comm, int *why) {
+    lp_ctx_t *ctx = NULL;
+    int rc = lp_ctx_find(comm, &ctx);
+    if (rc != LP_OK) return rc;
+    if (!ctx || !ctx->node) return LP_FAIL(LP_ERR_ARG, "no collective ran on this communicator yet");
+    *why = ctx->nt_why;
+    return LP_OK;
+}
+
 int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node) {
     lp_ctx_t *ctx = NULL;
     int rc = lp_ctx_find(comm, &ctx);
@@ -258,7 +320,10 @@ int lp_ctx_ready(MPI_Comm user, lp_ctx_t **out, int *first_mismatch) {
     lp_ctx_t *ctx = NULL;
     if (first_mismatch) *first_mismatch = 0;
     LP_TRY(lp_ctx_get(user, &ctx));
-    if (!ctx->node) LP_TRY(node_map(ctx));
+    if (!ctx->node) {
+        LP_TRY(node_map(ctx));
+        LP_TRY(node_transport(ctx));
+    }
     if (!ctx->tables) LP_TRY(table_agree(ctx, first_mismatch));
     *out = ctx;
 cleanup:

@@ -79,9 +79,17 @@ struct lp_ctx {
      * each node boundary once whatever the placement (block or round robin) */
     int *node, *order, *pos;
     int nnodes;
+    /* the node-local transport (alg_ring_cma.c): every rank's process id when it is usable on
+     * this communicator (one node, process_vm_readv works between every pair, nobody set
+     * LPMPI_NODE_TRANSPORT=mpi), else NULL; why: LP_NT_* */
+    int *pids;
+    int nt_why;
     int freed;                /* its communicator was freed: requests on it refuse to start */
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 };
+
+enum { LP_NT_CMA = 0, LP_NT_OFF_ENV = 1, LP_NT_OFF_NODES = 2, LP_NT_OFF_PERM = 3, LP_NT_OFF_ONE = 4,
+       LP_NT_OFF_OS = 5 };
 
 /* ---- requests (request.c, progress.c) ---- */
 enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };

@@ -55,6 +55,8 @@ typedef struct lp_args {
     /* nodes (the context's, see lp_ctx): node[r] = the lowest rank on r's node; with more than
      * one node, order = the ranks sorted by node (then rank), pos its inverse; else NULL */
     const int *node, *order, *pos;
+    /* the node-local transport (alg_ring_cma.c): every rank's process id, or NULL: MPI only */
+    const int *pids;
 } lp_args_t;
 
 /* position *v of this rank on the chain that starts at rank `head` and goes up (dir = 1) or down
@@ -95,6 +97,10 @@ extern const lp_sched_t lp_sched_lp, lp_sched_lp_staged;    /* all three collect
 extern const lp_sched_t lp_sched_allreduce_mst, lp_sched_reduce_mst, lp_sched_bcast_mst;
 extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcast_be;
 extern const lp_sched_t lp_sched_allreduce_ring;
+extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-local transport */
+int lp_cma_read(int pid, void *local, const void *remote, size_t len);
+int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len);
+int lp_cma_gather(const lp_lane_t *l);
 extern const lp_sched_t lp_sched_allreduce_native, lp_sched_reduce_native, lp_sched_bcast_native;
 
 /* the memory areas a plan asked for (valid while the request lives) */
@@ -109,6 +115,7 @@ int lp_native_builtin(lp_dtype_t dt, lp_op_t op);
 /* knobs (config.c): chunks in flight per direction; staging buffers of the staged pipeline;
  * the largest single MPI message (whole-buffer transfers go in pieces of this size) */
 extern int lp_window;
+extern int lp_node_transport;
 extern int lp_staging;
 extern size_t lp_max_msg_bytes;
 

@@ -112,6 +112,10 @@ static int local_step(const lp_lane_t *l, size_t k) {
         memcpy(o, x, len);
         return LP_OK;
     }
+    case LP_STEP_CMA_REDUCE:
+        return lp_cma_reduce_step(l, k, o, len);
+    case LP_STEP_CMA_GATHER:
+        return lp_cma_gather(l);
     case LP_STEP_NARROW:
         if (d) return LP_FAIL(LP_ERR_INTERNAL, "acc_dtype on device memory (a bug of lpmpi)");
         return lp_narrow(o, (const float *)at(&l->r[1], k), n, a->acc_dt);

@@ -199,6 +199,8 @@ static int req_plan(lp_req_t *r) {
                                              A->sched->host_only(a))) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
+    } else if (A->sched == &lp_sched_allreduce_ring && a->pids && !a->dev) {
+        r->sched = &lp_sched_ring_cma;              /* the node-local transport (context.c) */
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
     r->nsched = p.nphases;
@@ -295,7 +297,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         .staging = (size_t)(ch.staging > 0 ? ch.staging : lp_staging),
         .persistent = kind == LP_REQ_PERSISTENT,
         .acc = acc, .acc_dt = acc_dt,
-        .node = ctx->node, .order = ctx->order, .pos = ctx->pos,
+        .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids,
     };
     r->devid = devid;
     if (replan || devid >= 0) {

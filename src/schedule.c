@@ -101,6 +101,13 @@ lp_lane_t *lp_lane_scale(lp_req_t *r, const lp_args_t *a, void *buf, size_t byte
     return l;
 }
 
+lp_lane_t *lp_lane_cma(lp_req_t *r, const lp_args_t *a, int kind, void *out, size_t bytes, size_t cb) {
+    lp_lane_t *l = lane_new(r, a, kind, bytes, cb);
+    lp_lane_region(l, 0, out);
+    l->cma_off = 0;
+    return l;
+}
+
 lp_lane_t *lp_lane_narrow(lp_req_t *r, const lp_args_t *a, void *dst, const void *src, size_t bytes,
                           size_t cb) {
     lp_lane_t *l = lane_new(r, a, LP_STEP_NARROW, bytes, cb);

@@ -20,6 +20,8 @@
  *   SEND, RECV   MPI point-to-point of chunk k with a peer (MPI_Isend / MPI_Irecv)
  *   REDUCE       out[k] = x[k] op y[k], local (on the device for device memory on CUDA-aware MPI)
  *   COPY, SCALE  out[k] = x[k]; out[k] /= P (AVG's division, once, on a finished result)
+ *   CMA_REDUCE, CMA_GATHER  the node-local transport's copies (alg_ring_cma.c): single-copy
+ *                reads of the peers' buffers (process_vm_readv), folded or stored
  *   NARROW       acc_dtype: out[k] = x[k] rounded from float32 to the 16-bit type (out's chunks
  *                are half the bytes of x's: region 0's stride is cb / 2)
  *   NATIVE       the MPI library's own collective on piece k (MPI_Iallreduce, ...; its blocking
@@ -40,7 +42,7 @@
 
 /* lane kinds */
 enum { LP_STEP_SEND, LP_STEP_RECV, LP_STEP_REDUCE, LP_STEP_COPY, LP_STEP_SCALE, LP_STEP_NARROW,
-       LP_STEP_NATIVE, LP_STEP_DEV };
+       LP_STEP_CMA_REDUCE, LP_STEP_CMA_GATHER, LP_STEP_NATIVE, LP_STEP_DEV };
 /* device operations of a DEV lane's step */
 enum { LP_DOP_D2H, LP_DOP_H2D, LP_DOP_D2D, LP_DOP_REDUCE, LP_DOP_SCALE };
 
@@ -74,6 +76,7 @@ typedef struct {
     struct { unsigned char lane; long lag; } dep[LP_DEPS_MAX];
     lp_dop_t dop[LP_DOPS_MAX];
     lp_op_t rop;            /* REDUCE: the op (the call's, or LOR for one rank's logical ops) */
+    size_t cma_off;         /* CMA_REDUCE: the byte offset of its block in every rank's buffers */
     lp_reduce_fn fn;        /* REDUCE on host memory: its kernel */
     /* progress (progress.c only) */
     size_t issued, done;
@@ -121,6 +124,8 @@ lp_lane_t *lp_lane_reduce(lp_req_t *r, const struct lp_args *a, void *out, const
 lp_lane_t *lp_lane_copy(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
                         size_t bytes, size_t cb);
 lp_lane_t *lp_lane_scale(lp_req_t *r, const struct lp_args *a, void *buf, size_t bytes, size_t cb);
+/* a CMA_REDUCE or CMA_GATHER lane writing out (alg_ring_cma.c sets its other regions) */
+lp_lane_t *lp_lane_cma(lp_req_t *r, const struct lp_args *a, int kind, void *out, size_t bytes, size_t cb);
 /* acc_dtype: the 16-bit dst (bytes / 2) from the float32 src (bytes), chunk k of cb bytes of src */
 lp_lane_t *lp_lane_narrow(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
                           size_t bytes, size_t cb);

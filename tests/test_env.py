@@ -114,3 +114,13 @@ def test_bad_tuning_file_is_ignored_with_a_warning(tmp_path, content):
                                                     or str(path).lower() in low), out
     py_warnings = [ln for ln in out.splitlines() if ln.startswith("WARNING")]
     assert len(py_warnings) <= 1, f"more than one warning: {py_warnings}"
+
+
+def test_node_transport_values():
+    from lpmpi import _env
+
+    assert _env.read({}).node_transport is True
+    assert _env.read({"LPMPI_NODE_TRANSPORT": "auto"}).node_transport is True
+    assert _env.read({"LPMPI_NODE_TRANSPORT": " MPI "}).node_transport is False
+    with pytest.warns(UserWarning, match="LPMPI_NODE_TRANSPORT"):
+        assert _env.read({"LPMPI_NODE_TRANSPORT": "shm"}).node_transport is True

@@ -1,0 +1,173 @@
+/* ring over the node-local transport: the ring allreduce's result, computed with single-copy
+ * reads of the peers' buffers (Linux cross-memory attach, process_vm_readv) instead of
+ * MPI messages, for the ranks of one node.
+ *
+ * Why: MPI's shared-memory path copies every byte twice (into a shared segment and out of
+ * it); a reader that copies straight from its peer's buffer moves each byte once.  Per rank
+ * the call then reads n (2P - 1)/P bytes and writes n: the memory-traffic bound of
+ * lpmpi/bench/bound.py.
+ *
+ * What (P ranks of one node, block b of P near-equal blocks owned by rank b - 1, as in ring):
+ *   hello      each rank sends its sendbuf and recvbuf addresses to every peer (MPI, the
+ *              request's tag): a peer's hello also says its input is ready to be read;
+ *   reduce     the owner o of block b reads the peers' parts of b chunk by chunk into two
+ *              cache-sized slots and folds them in ring order, x_o op (x_{o-1} op (... op
+ *              x_{o+1})), the exact order (and so the exact bits) of ring over MPI; AVG
+ *              divides once; the result goes to o's recvbuf;
+ *   mid        each rank tells every peer its block is final (after this a rank may write
+ *              its other blocks: in place, no peer reads its input any more);
+ *   gather     each rank copies every peer's final block from the peer's recvbuf into its own;
+ *   end        each rank tells every peer it has copied: only then may a peer return (and
+ *              its recvbuf change).
+ * The exchanges (hello, mid, end) are MPI point-to-point of a few bytes with the request's
+ * tag, in groups of XCH peers per phase (the lane limit); the copies are local steps.
+ *
+ * Chosen (request.c) for the ring allreduce on host memory when the communicator's context
+ * found the transport usable (context.c: one node, process_vm_readv of every peer works,
+ * LPMPI_NODE_TRANSPORT is not "mpi" on any rank); everything else runs over MPI.
+ * Memory: the address table (2 P pointers), two chunk slots, the exchange bytes. */
+#include "internal.h"
+#include <errno.h>
+#include <string.h>
+#if defined(__linux__)
+#include <sys/uio.h>
+#endif
+
+enum { XCH = 7 };                 /* peers per exchange phase: 2 XCH lanes <= LP_LANES_MAX */
+
+typedef struct { char *sbuf, *rbuf; } addr_t;
+
+static int xch_phases(int P) { return (P - 1 + XCH - 1) / XCH; }
+static size_t slot_bytes(const lp_args_t *a) {
+    size_t blk = (a->count / (size_t)a->size + 1) * a->esize, cb = a->chunk_elems * a->esize;
+    return cb < blk ? cb : blk;
+}
+/* work area: [addresses of every rank: P addr_t][mine][exchange bytes: 2 P][2 slots] */
+static addr_t *table(lp_req_t *r) { return (addr_t *)lp_req_area(r, LP_AREA_WORK); }
+static char *xbytes(lp_req_t *r, const lp_args_t *a) { return (char *)(table(r) + a->size + 1); }
+static char *slots(lp_req_t *r, const lp_args_t *a) {
+    size_t off = (size_t)(a->size + 1) * sizeof(addr_t) + 2 * (size_t)a->size;
+    return lp_req_area(r, LP_AREA_WORK) + ((off + 63) & ~(size_t)63);
+}
+
+static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    size_t off = (size_t)(a->size + 1) * sizeof(addr_t) + 2 * (size_t)a->size;
+    p->nphases = 3 * xch_phases(a->size) + 2;
+    p->work = ((off + 63) & ~(size_t)63) + 2 * slot_bytes(a);
+    return LP_OK;
+}
+
+/* exchange group g: send `len` bytes at src to me + j, receive from me - j into dst[j - 1],
+ * for j in XCH g + 1 .. XCH g + XCH (< P) */
+static void exchange(lp_req_t *r, const lp_args_t *a, int g, const char *src, char *dst, size_t len) {
+    const int P = a->size, me = a->rank, tag = a->tag0 + LP_TAG_RING;
+    for (int j = XCH * g + 1; j <= XCH * g + XCH && j < P; j++) {
+        lp_lane_send(r, a, src, len, 0, (me + j) % P, tag);
+        lp_lane_recv(r, a, dst + (size_t)(j - 1) * len, len, 0, (me - j + P) % P, tag);
+    }
+}
+
+static int phase(lp_req_t *r, const lp_args_t *a, int i) {
+    const int P = a->size, me = a->rank, X = xch_phases(P);
+    addr_t *t = table(r);
+    char *xb = xbytes(r, a);
+    if (i < X) {                                       /* hello: my addresses to everyone */
+        t[P] = (addr_t){(char *)a->sbuf, a->rbuf};
+        /* what arrives from me - j lands in t[(me - j) mod P] */
+        const int tag = a->tag0 + LP_TAG_RING;
+        for (int j = XCH * i + 1; j <= XCH * i + XCH && j < P; j++) {
+            int from = (me - j + P) % P;
+            lp_lane_send(r, a, &t[P], sizeof(addr_t), 0, (me + j) % P, tag);
+            lp_lane_recv(r, a, &t[from], sizeof(addr_t), 0, from, tag);
+        }
+        return LP_OK;
+    }
+    if (i == X) {                                      /* reduce my block */
+        size_t off, len;
+        lp_block(a->count, P, lp_ring_owned(me, P), &off, &len);
+        const size_t es = a->esize, cb = slot_bytes(a);
+        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_REDUCE, a->rbuf + off * es, len * es, cb);
+        lp_lane_slots(l, 2, slots(r, a), cb, 2);       /* the accumulator and the next input */
+        lp_lane_region(l, 3, (char *)t);
+        l->cma_off = off * es;                         /* the block's byte offset, for the peers */
+        lp_lane_after(lp_lane_scale(r, a, a->rbuf + off * es, len * es, 0), l, LP_ALL);
+        return LP_OK;
+    }
+    if (i <= 2 * X) {                                  /* mid: my block is final */
+        exchange(r, a, i - X - 1, xb, xb + P, 1);
+        return LP_OK;
+    }
+    if (i == 2 * X + 1) {                              /* gather every other block */
+        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_GATHER, a->rbuf, a->count * a->esize, 0);
+        lp_lane_region(l, 3, (char *)t);
+        return LP_OK;
+    }
+    exchange(r, a, i - 2 * X - 2, xb, xb + P, 1);      /* end: I have copied */
+    return LP_OK;
+}
+
+const lp_sched_t lp_sched_ring_cma = {plan, phase, NULL, NULL, NULL};
+
+/* ---- the copies (local steps, progress.c) ---- */
+
+/* len bytes of process pid at remote into local */
+int lp_cma_read(int pid, void *local, const void *remote, size_t len) {
+#if defined(__linux__)
+    char *dst = local;
+    const char *src = remote;
+    while (len) {
+        struct iovec l = {dst, len}, rm = {(void *)src, len};
+        ssize_t got = process_vm_readv(pid, &l, 1, &rm, 1, 0);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            return LP_FAIL(LP_ERR_MPI, "process_vm_readv from process %d failed: %s", pid,
+                           got < 0 ? strerror(errno) : "no progress");
+        }
+        dst += got;
+        src += got;
+        len -= (size_t)got;
+    }
+    return LP_OK;
+#else
+    (void)pid; (void)local; (void)remote; (void)len;
+    return LP_FAIL(LP_ERR_INTERNAL, "the node-local transport needs Linux");
+#endif
+}
+
+/* step k of a CMA_REDUCE lane: chunk k of my block, folded in ring order:
+ * acc = x_{o+1}; acc = x_{o+j} op acc for j = 2 .. P-1; out = x_o op acc */
+int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len) {
+    const lp_args_t *a = l->a;
+    const int P = a->size, me = a->rank;
+    const addr_t *t = (const addr_t *)l->r[3].base;
+    const size_t off = l->cma_off + k * l->cb, n = len / a->esize;
+    char *acc = l->r[2].base, *tmp = l->r[2].base + l->r[2].stride;
+    int rc = LP_OK;
+    LP_TRY(lp_cma_read(a->pids[(me + 1) % P], acc, t[(me + 1) % P].sbuf + off, len));
+    for (int j = 2; j < P; j++) {
+        int p = (me + j) % P;
+        LP_TRY(lp_cma_read(a->pids[p], tmp, t[p].sbuf + off, len));
+        l->fn(acc, tmp, acc, n);
+    }
+    l->fn(out, a->sbuf + off, acc, n);
+cleanup:
+    return rc;
+}
+
+/* the gather: every peer's final block, from its recvbuf into mine */
+int lp_cma_gather(const lp_lane_t *l) {
+    const lp_args_t *a = l->a;
+    const int P = a->size, me = a->rank;
+    const addr_t *t = (const addr_t *)l->r[3].base;
+    int rc = LP_OK;
+    for (int j = 1; j < P; j++) {
+        int p = (me + j) % P;
+        size_t off, len;
+        lp_block(a->count, P, lp_ring_owned(p, P), &off, &len);
+        if (len) LP_TRY(lp_cma_read(a->pids[p], a->rbuf + off * a->esize, t[p].rbuf + off * a->esize,
+                                    len * a->esize));
+    }
+cleanup:
+    return rc;
+}

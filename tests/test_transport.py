@@ -1,0 +1,87 @@
+"""The node-local transport (single-copy process_vm_readv reads for the ring allreduce between
+the ranks of one node): the contract with it on and off (LPMPI_NODE_TRANSPORT=mpi), the same
+bits as ring over MPI, what info and explain say, and the fallback where it is unavailable
+(several emulated nodes, one rank)."""
+import sys
+import textwrap
+
+import pytest
+from _mpi import child_env, mpiexec, run, run_suite
+
+pytestmark = pytest.mark.mpi
+
+DIGEST = textwrap.dedent("""
+    import hashlib, sys
+    import numpy as np, lpmpi
+    from lpmpi import _core
+    from mpi4py import MPI
+    w = MPI.COMM_WORLD
+    h = hashlib.sha1()
+    for n in (1, 5, 1000, 123457):
+        for op in ("sum", "avg", "prod", "max"):
+            for dt in (np.float32, np.float64, np.float16, np.int32, np.complex64):
+                if (op == "avg" and dt == np.int32) or (op == "max" and dt == np.complex64):
+                    continue
+                x = (np.random.default_rng(w.rank * 7 + n).standard_normal(n) * 3).astype(dt)
+                for cb in (None, 1024):
+                    y = lpmpi.allreduce(x, op=op, algorithm="ring", chunk_bytes=cb)
+                    h.update(y.tobytes())
+                    z = x.copy()
+                    lpmpi.allreduce(lpmpi.IN_PLACE, z, op=op, algorithm="ring", chunk_bytes=cb)
+                    assert z.tobytes() == y.tobytes(), (n, op, dt, cb)
+                    r = lpmpi.iallreduce(x, op=op, algorithm="ring", chunk_bytes=cb).wait()
+                    assert r.tobytes() == y.tobytes(), (n, op, dt, cb)
+    d = w.allgather(h.hexdigest())
+    assert len(set(d)) == 1, d
+    if w.rank == 0:
+        sys.stdout.write(f"DIGEST {_core.comm_transport()[0]} {d[0]}\\n")
+    """)
+
+
+def digest(nprocs, env):
+    rc, out, _ = run([mpiexec(), "-n", str(nprocs), sys.executable, "-c", DIGEST], child_env(env), 240)
+    assert rc == 0, out[-6000:]
+    line = [ln for ln in out.splitlines() if ln.startswith("DIGEST")]
+    assert line, out[-3000:]
+    return line[0].split()[1:]
+
+
+@pytest.mark.parametrize("nprocs", (2, 3, 5), ids=lambda p: f"P{p}")
+def test_ring_over_the_node_transport_gives_the_bits_of_ring_over_mpi(nprocs):
+    on = digest(nprocs, {})
+    off = digest(nprocs, {"LPMPI_NODE_TRANSPORT": "mpi"})
+    assert off[0] == "mpi"
+    if on[0] != "cma":
+        pytest.skip("process_vm_readv is refused here (ptrace permissions): nothing to compare")
+    assert on[1] == off[1]
+
+
+@pytest.mark.parametrize("form", ["blocking", "nonblocking", "persistent"])
+@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+def test_contract_with_the_node_transport_off(nprocs, form):
+    run_suite("allreduce", nprocs, "--stride", "3", "--form", form,
+              env={"LPMPI_NODE_TRANSPORT": "mpi"}, timeout=400)
+
+
+@pytest.mark.parametrize("nprocs", (4, 5), ids=lambda p: f"P{p}")
+def test_contract_at_more_ranks_with_the_transport_on(nprocs):
+    run_suite("allreduce", nprocs, "--stride", "4", "--filter", "ring", timeout=400)
+
+
+def test_info_and_explain_say_which_transport(tmp_path):
+    code = ("import lpmpi, numpy as np; from lpmpi import _core; from mpi4py import MPI; "
+            "assert lpmpi.explain('allreduce', 1 << 20).transport == ''; "
+            "lpmpi.allreduce(np.ones(3)); "
+            "e = lpmpi.explain('allreduce', 1 << 20); t = _core.comm_transport(); "
+            "assert e.transport.startswith(t[0]) and 'node-local transport' in str(e), e; "
+            "import sys; sys.stdout.write('T ' + t[0] + '\\n')")
+    for env, want in (({}, None), ({"LPMPI_NODE_TRANSPORT": "mpi"}, "mpi"),
+                      ({"MPIR_CVAR_NUM_CLIQUES": "2"}, "mpi")):
+        rc, out, _ = run([mpiexec(), "-n", "2", sys.executable, "-c", code], child_env(env), 60)
+        assert rc == 0, out[-4000:]
+        got = {ln.split()[1] for ln in out.splitlines() if ln.startswith("T ")}
+        assert len(got) == 1 and (want is None or got == {want}), (env, got)
+        rc, out, _ = run([mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi", "info"], child_env(env), 60)
+        assert rc == 0 and "node-local transport: " in out, out[-3000:]
+        if want:
+            assert f"node-local transport: {want} (off:" in out, out[-3000:]
