@@ -44,7 +44,7 @@ def info() -> None:
         comm.Barrier()
         return
     print(f"lpmpi {lpmpi.__version__} ({os.path.dirname(lpmpi.__file__)})")
-    print(f"MPI library: {MPI.Get_library_version().splitlines()[0].strip()}")
+    print(f"MPI library: {lpmpi.tables.library_version_line()}")
     print(f"mpi4py {__import__('mpi4py').__version__}, processes: {comm.size}")
     print(f"CUDA support: {'yes' if _core.CUDA_BUILD else 'no (built without nvcc/CUDA headers)'}")
     print(_device_line(_core.cuda_info()))

@@ -39,7 +39,9 @@ without such a row follows the plain rows at the float32 copy's size.
 Matching policy.  Rows are keyed by P in the engine, so a table for P = 2 applies only to
 communicators of 2 ranks; other sizes use the cost model.  A table from another MPI library
 (its name, e.g. "MPICH" or "Open MPI", differs from the running one's) is foreign: ignored,
-with one warning.  A different library version, CPU model or ranks-per-node still applies and
+with one warning when ``LPMPI_TUNING_FILE`` names it; shipped tables of other libraries are
+passed over silently (``info`` lists them), and a warning comes only when no shipped table is
+for the running library.  A different library version, CPU model or ranks-per-node still applies and
 is reported by :func:`status` (``python -m lpmpi info``).  Problems (corrupt file, future
 version, foreign library, invalid rows) give exactly one warning at import, never an exception;
 invalid rows are skipped and the model covers their sizes.
@@ -130,10 +132,11 @@ class Table:
 
 
 def library_version_line() -> str:
-    """First line of ``MPI.Get_library_version()``, whitespace collapsed (callable before MPI_Init)."""
+    """First line of ``MPI.Get_library_version()``, whitespace collapsed (callable before MPI_Init;
+    Open MPI's string ends in a NUL, dropped)."""
     from mpi4py import MPI
 
-    lines = MPI.Get_library_version().strip().splitlines()
+    lines = MPI.Get_library_version().replace("\x00", "").strip().splitlines()
     return " ".join(lines[0].split()) if lines else "unknown"
 
 
@@ -436,6 +439,8 @@ class LoadStatus:
     source: str                                  # "shipped", "LPMPI_TUNING_FILE" or "disabled"
     applied: list[Table] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)   # (path, reason)
+    #: shipped tables of other MPI libraries (path, library): not an error, no warning
+    foreign: list[tuple[str, str]] = field(default_factory=list)
     library: str = ""
     table_hash: int = 0
     warning: str | None = None
@@ -477,6 +482,7 @@ def describe(here: Mapping[str, Any]) -> list[str]:
         lines += [f"    differs: {d}" for d in diffs if not d.startswith(("nprocs", "memory"))]
         lines += [f"    skipped: {why}" for why in t.skipped]
     lines += [f"  {p}: ignored: {why}" for p, why in st.ignored]
+    lines += [f"  {p}: for another MPI library ({lib})" for p, lib in st.foreign]
     if not st.tables_for(nprocs, memory):
         lines.append(f"  no table for P={nprocs} ({memory}): 'auto' uses the cost model")
     if st.model_from:
@@ -530,7 +536,9 @@ def _select(source: str, paths: Sequence[str], library: str) -> LoadStatus:
             continue
         applies, _ = compare_fingerprint(table.fingerprint, {"mpi_library": library})
         key = (table.nprocs, table.kind)
-        if not applies:
+        if not applies and source == "shipped":
+            st.foreign.append((str(path), str(table.fingerprint["mpi_library"])))
+        elif not applies:
             st.ignored.append((str(path), f"foreign: tuned with {table.fingerprint['mpi_library']!r}"))
         elif key in seen:
             st.ignored.append((str(path), f"another table for P={key[0]} ({key[1]}) came first: {seen[key]}"))
@@ -546,9 +554,11 @@ def _warning_text(st: LoadStatus) -> str | None:
     parts += [f"{t.path}: skipped {len(t.skipped)} invalid row(s): " + "; ".join(t.skipped[:3])
               + (" ..." if len(t.skipped) > 3 else "") for t in st.applied if t.skipped]
     if st.source == "shipped" and not st.applied:
-        if not st.ignored:
+        if not st.ignored and not st.foreign:
             return None  # a build without shipped tables: nothing to warn about
-        parts.append(f"no shipped table for {library_name(st.library)!r}")
+        libs = sorted({library_name(lib) for _, lib in st.foreign})
+        parts.append(f"no shipped table for {library_name(st.library)!r}"
+                     + (f" (shipped for: {', '.join(libs)})" if libs else ""))
     if not parts:
         return None
     fallback = "'auto' uses the cost model" + (" where no table applies" if st.applied else "")

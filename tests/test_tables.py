@@ -395,3 +395,21 @@ def test_acc_dtype_tables(tmp_path):
         print("OK")
         """, env={"LPMPI_TUNING_FILE": f"{tmp_path / 'acc.json'}:{tmp_path / 'plain.json'}"})
     assert "OK" in out
+
+
+def test_shipped_tables_of_other_libraries_pass_silently(tmp_path):
+    """Tables for several MPI libraries ship side by side: those of other libraries are listed
+    by info, never warned about, unless none is for the running library."""
+    ours, theirs = tmp_path / "ours.json", tmp_path / "theirs.json"
+    ours.write_text(json.dumps(doc()))
+    theirs.write_text(json.dumps(doc(library="Open MPI v5.0.11, package: Open MPI")))
+    st = tables._select("shipped", [str(ours), str(theirs)], LIB)
+    assert [t.path for t in st.applied] == [str(ours)] and not st.ignored
+    assert st.foreign == [(str(theirs), "Open MPI v5.0.11, package: Open MPI")]
+    assert tables._warning_text(st) is None
+    st = tables._select("shipped", [str(theirs)], LIB)
+    text = tables._warning_text(st)
+    assert text and "no shipped table for" in text and "shipped for: Open MPI" in text, text
+    # named explicitly, a foreign table is still an error worth a warning
+    st = tables._select("LPMPI_TUNING_FILE", [str(theirs)], LIB)
+    assert st.ignored and "foreign" in tables._warning_text(st)

@@ -183,7 +183,7 @@ def environment_header(
         affinity = None
     return {
         "lpmpi_version": getattr(lpmpi, "__version__", "unknown"),
-        "mpi_library": MPI.Get_library_version().strip().splitlines()[0].strip(),
+        "mpi_library": lpmpi.tables.library_version_line(),
         "mpi4py_version": mpi4py.__version__,
         "numpy_version": np.__version__,
         "python_version": platform.python_version(),
