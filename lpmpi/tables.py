@@ -477,7 +477,8 @@ def describe(here: Mapping[str, Any]) -> list[str]:
     nprocs, memory = int(here.get("nprocs", 0)), str(here.get("memory", "host"))
     for t in st.applied:
         _, diffs = compare_fingerprint(t.fingerprint, here)
-        use = "applies" if (t.nprocs, t.memory) == (nprocs, memory) else f"not for P={nprocs}"
+        use = ("applies" if (t.nprocs, t.memory) == (nprocs, memory) else f"not for P={nprocs}"
+               if t.nprocs != nprocs else f"for {t.memory} memory (applies to such calls)")
         lines.append(f"  {t.path}: P={t.nprocs} {t.kind}, {len(t.rows)} rows: {use}")
         lines += [f"    differs: {d}" for d in diffs if not d.startswith(("nprocs", "memory"))]
         lines += [f"    skipped: {why}" for why in t.skipped]
