@@ -37,8 +37,15 @@ CONFIGS = {
 }
 
 
+SHORT = {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "algorithm", "OMPI_MCA_coll_tuned_use_dynamic_rules": None,
+         "OMPI_MCA_coll_tuned_allreduce_algorithm": "algorithm",
+         "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "segsize",
+         "I_MPI_ADJUST_ALLREDUCE": "I_MPI_ADJUST_ALLREDUCE"}
+
+
 def label(cfg: dict[str, str]) -> str:
-    return ",".join(f"{k.split('_')[-1] if len(cfg) == 1 else k}={v}" for k, v in cfg.items()) or "default"
+    """A configuration's short name: ``algorithm=5,segsize=65536``; ``default`` for none."""
+    return ",".join(f"{SHORT.get(k, k)}={v}" for k, v in cfg.items() if SHORT.get(k, k)) or "default"
 
 
 def run_one(a, cfg, js):
@@ -61,6 +68,50 @@ def run_one(a, cfg, js):
     return {"rows": rows, "library": doc["header"]["mpi_library"]}, None
 
 
+def summarize(runs, library, rounds):
+    """Per size: the library's default and auto in the default's runs, the best configuration
+    (smallest median over rounds), and each one's time over auto's in the same run."""
+    def t(r, n, label):
+        rows = r["rows"]
+        return rows.get(str(n), rows.get(n, {})).get(label)
+
+    sizes = sorted({int(n) for r in runs for n in r["rows"]})
+    summary = []
+    print(f"\n# {library}: P = 2, float32 sum; times: medians over {rounds} round(s) (us); ratios: "
+          "the library's time over auto's in the same run, median [min max] over the runs")
+    print(f"{'size':>10} {'default':>10} {'auto':>10} {'default/auto':>20} {'best config':>28} "
+          f"{'best':>10} {'best/auto':>20}")
+    for n in sizes:
+        per = {}
+        for r in runs:
+            if t(r, n, "mpi4py"):
+                per.setdefault(r["config"], []).append(t(r, n, "mpi4py"))
+        autos = [t(r, n, "auto") for r in runs if t(r, n, "auto")]
+        if not per or not autos:
+            continue
+        med = {k: statistics.median(v) for k, v in per.items()}
+        best = min(med, key=med.get)
+
+        def same_run(config, n=n):   # the library's time / auto's, in each run of `config`
+            return [t(r, n, "mpi4py") / t(r, n, "auto") for r in runs
+                    if r["config"] == config and t(r, n, "mpi4py") and t(r, n, "auto")]
+
+        # auto in the default configuration's runs (where auto picks native, the library's
+        # configuration changes auto too: compare within a run)
+        auto = statistics.median([t(r, n, "auto") for r in runs if r["config"] == "default" and t(r, n, "auto")]
+                                 or autos)
+        dflt, rd, rb = med.get("default"), same_run("default"), same_run(best)
+        summary.append({"nbytes": n, "default_us": dflt, "best_config": best, "best_us": med[best],
+                        "auto_us": auto, "default_over_auto_runs": rd, "best_over_auto_runs": rb,
+                        "configs_us": med})
+
+        def cell(v):
+            return f"{statistics.median(v):.2f} [{min(v):.2f} {max(v):.2f}]" if v else "-"
+        print(f"{n:>10} {dflt or float('nan'):>10.1f} {auto:>10.1f} {cell(rd):>20} {best:>28} "
+              f"{med[best]:>10.1f} {cell(rb):>20}")
+    return summary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--library", required=True, choices=sorted(CONFIGS))
@@ -73,8 +124,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--configs", help="only these configuration indices, comma separated")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="JSON of every run and the summary")
+    ap.add_argument("--summarize", metavar="JSON", help="print the summary of an earlier --out file")
     a = ap.parse_args()
+    if a.summarize:
+        with open(a.summarize) as f:
+            doc = json.load(f)
+        summarize(doc["runs"], doc["library"], max(r["round"] for r in doc["runs"]) + 1)
+        return
+    if not a.out:
+        ap.error("--out is required")
     a.mpiexec_args = a.mpiexec_args.split()
     configs = CONFIGS[a.library]
     if a.configs:
@@ -94,35 +153,9 @@ def main():
                 print(f"# round {rnd + 1} {name}: " + ", ".join(
                     f"{n}: mpi {v.get('mpi4py', float('nan')):.1f} auto {v.get('auto', float('nan')):.1f}"
                     for n, v in sorted(res["rows"].items(), key=lambda kv: int(kv[0]))), flush=True)
-    sizes = sorted({int(n) for r in runs for n in r["rows"]})
-    summary = []
-    print(f"\n# {library}: P = 2, float32 sum; medians over {a.rounds} round(s) (us); "
-          "spread = min-max of the per-round ratios")
-    print(f"{'size':>10} {'default':>10} {'best config':>34} {'best':>10} {'auto':>10} {'default/auto':>13} {'best/auto':>16}")
-    for n in sizes:
-        per = {}
-        for r in runs:
-            t = r["rows"].get(str(n), r["rows"].get(n, {}))
-            if "mpi4py" in t:
-                per.setdefault(r["config"], []).append(t["mpi4py"])
-        autos = [r["rows"].get(str(n), r["rows"].get(n, {})).get("auto") for r in runs]
-        autos = [x for x in autos if x]
-        if not per or not autos:
-            continue
-        med = {k: statistics.median(v) for k, v in per.items()}
-        best = min(med, key=med.get)
-        auto = statistics.median(autos)
-        # per-round ratios of the best configuration against auto in the same run
-        ratios = [r["rows"][str(n)]["mpi4py"] / r["rows"][str(n)]["auto"] for r in runs
-                  if r["config"] == best and str(n) in r["rows"] and "auto" in r["rows"][str(n)]]
-        dflt = med.get("default")
-        summary.append({"nbytes": n, "default_us": dflt, "best_config": best, "best_us": med[best],
-                        "auto_us": auto, "best_over_auto_runs": ratios, "configs_us": med})
-        spread = f"[{min(ratios):.2f} {max(ratios):.2f}]" if ratios else ""
-        print(f"{n:>10} {dflt or float('nan'):>10.1f} {best:>34} {med[best]:>10.1f} {auto:>10.1f} "
-              f"{(dflt or float('nan')) / auto:>13.2f} {med[best] / auto:>6.2f} {spread:>9}")
+    summary = summarize(runs, library, a.rounds)
     with open(a.out, "w") as f:
-        json.dump({"library": library, "sizes": sizes, "runs": runs, "failed": failed,
+        json.dump({"library": library, "sizes": [s["nbytes"] for s in summary], "runs": runs, "failed": failed,
                    "summary": summary, "command": " ".join(sys.argv)}, f, indent=1)
     if failed:
         print(f"# configurations that failed: {', '.join(failed)}")
