@@ -1586,7 +1586,7 @@ def comm_nodes(comm=None):
     return [int(x) for x in node]
 
 _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
-           "ring allreduce on host memory",
+           "ring allreduce on host memory, from 16 KiB",
            "off: LPMPI_NODE_TRANSPORT=mpi", "off: the communicator spans several nodes",
            "off: process_vm_readv between the ranks was refused (ptrace permissions)",
            "off: one rank", "off: not Linux")

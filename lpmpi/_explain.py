@@ -111,7 +111,8 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     nt = _core.comm_transport(comm, prepare=False)
     transport = ""
     if nt is not None:
-        used = nt[0] == "cma" and alg == "ring" and collective == "allreduce" and memory == "host"
+        used = (nt[0] == "cma" and alg == "ring" and collective == "allreduce" and memory == "host"
+                and nbytes >= 16384)
         transport = f"{nt[0]} ({nt[1]})" + ("; this call uses it" if used else "; not used by this call")
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
                        model.current(), model.predict_all(collective, nprocs, nbytes), agreed,

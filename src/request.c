@@ -199,7 +199,8 @@ static int req_plan(lp_req_t *r) {
                                              A->sched->host_only(a))) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
-    } else if (A->sched == &lp_sched_allreduce_ring && a->pids && !a->dev) {
+    } else if (A->sched == &lp_sched_allreduce_ring && a->pids && !a->dev &&
+               a->count * a->esize >= LP_CMA_MIN_BYTES) {
         r->sched = &lp_sched_ring_cma;              /* the node-local transport (context.c) */
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
