@@ -136,7 +136,8 @@ def extensions():
         library_dirs=libdirs,
         libraries=libs,
         define_macros=macros,
-        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"],
+        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function",
+                            "-Werror=implicit-function-declaration"],
         # the mpich wheel's libmpi lives in <env>/lib; the extension in <env>/lib/pythonX/site-packages/lpmpi
         extra_link_args=["-Wl,-rpath,$ORIGIN/../../.."],
     )

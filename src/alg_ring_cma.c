@@ -27,6 +27,9 @@
  * found the transport usable (context.c: one node, process_vm_readv of every peer works,
  * LPMPI_NODE_TRANSPORT is not "mpi" on any rank); everything else runs over MPI.
  * Memory: the address table (2 P pointers), two chunk slots, the exchange bytes. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE     /* process_vm_readv (sys/uio.h) */
+#endif
 #include "internal.h"
 #include <errno.h>
 #include <string.h>

@@ -16,6 +16,9 @@
  * The agreement is part of preparing a context (lp_ctx_ready), which the collectives and the
  * LPMPI_CHECK path of a rank with a local argument error both do first, so the internal
  * collectives of a first call are the same on every rank whatever the local outcome. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE     /* process_vm_readv (sys/uio.h) */
+#endif
 #include "engine.h"
 #include <pthread.h>
 #include <stdint.h>
