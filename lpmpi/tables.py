@@ -446,9 +446,10 @@ class LoadStatus:
     warning: str | None = None
     model_from: str | None = None               # the table whose fitted model "auto" uses
 
-    def tables_for(self, nprocs: int, memory: str = "host") -> list[Table]:
-        """The applied tables whose rows apply to communicators of ``nprocs`` ranks."""
-        return [t for t in self.applied if t.nprocs == nprocs and t.memory == memory]
+    def tables_for(self, nprocs: int, memory: str = "host", acc: bool = False) -> list[Table]:
+        """The applied tables whose rows apply to communicators of ``nprocs`` ranks (acc: the
+        tables for acc_dtype calls instead of the plain ones)."""
+        return [t for t in self.applied if t.nprocs == nprocs and t.memory == memory and t.acc == acc]
 
 
 _status = LoadStatus("not loaded")

@@ -413,3 +413,20 @@ def test_shipped_tables_of_other_libraries_pass_silently(tmp_path):
     # named explicitly, a foreign table is still an error worth a warning
     st = tables._select("LPMPI_TUNING_FILE", [str(theirs)], LIB)
     assert st.ignored and "foreign" in tables._warning_text(st)
+
+
+def test_explain_shows_the_plain_tables_row_beside_an_acc_table(tmp_path):
+    acc = doc(rows={"allreduce": [{"lo": 0, "hi": "inf", "algorithm": "be"}]})
+    acc["fingerprint"]["acc_dtype"] = "float32"
+    (tmp_path / "a-acc.json").write_text(json.dumps(acc))          # read first
+    (tmp_path / "b.json").write_text(json.dumps(doc()))
+    out = python("""
+        import lpmpi
+        from lpmpi import tables
+        st = tables.status()
+        assert [t.acc for t in st.tables_for(1)] == [False] and [t.acc for t in st.tables_for(1, acc=True)] == [True]
+        e = lpmpi.explain("allreduce", 1000)
+        assert (e.algorithm, e.table_row.algorithm) == ("mst", "mst"), e
+        print("OK")
+        """, env={"LPMPI_TUNING_FILE": f"{tmp_path / 'a-acc.json'}:{tmp_path / 'b.json'}"})
+    assert "OK" in out
