@@ -36,8 +36,9 @@ class Explanation:
     tables: str = "unchecked"
     #: how the nonblocking and persistent forms of the chosen algorithm run
     requests: str = ""
-    #: the transport between the ranks of a node on this communicator ("" before its first
-    #: collective): "cma" (lpmpi's node-local transport, for the ring allreduce) or "mpi"
+    #: the transport between the ranks of a node on this communicator: "cma ..." (lpmpi's
+    #: node-local transport, for the ring allreduce) or "mpi ...", with why; before the
+    #: communicator's first collective, "not known yet ..."
     transport: str = ""
 
     def __str__(self) -> str:
@@ -109,7 +110,8 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     env = {k: str(v) for k, v in (("LPMPI_ALGORITHM", s.algorithm), ("LPMPI_CHUNK_BYTES", s.chunk_bytes))
            if v is not None}
     nt = _core.comm_transport(comm, prepare=False)
-    transport = ""
+    transport = ("not known yet: the first lpmpi collective on this communicator checks it"
+                 if nt is None else "")
     if nt is not None:
         used = (nt[0] == "cma" and alg == "ring" and collective == "allreduce" and memory == "host"
                 and nbytes >= 16384)
