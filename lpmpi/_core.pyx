@@ -1569,20 +1569,27 @@ def table_mismatches():
     """Communicators on which ranks held different tables (and so follow rank 0's)."""
     return lp_table_mismatches()
 
+cdef int _prepared(comm, MPI_Comm *h, int *size) except -1:
+    """comm's handle and size, its context prepared (collective on its first lpmpi call)."""
+    cdef int first = 0, rc
+    _comm(comm, h, size)
+    with nogil:
+        rc = lp_comm_prepare(h[0], &first)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return 0
+
 def comm_nodes(comm=None):
     """The nodes of comm as lpmpi sees them (MPI_Comm_split_type SHARED): a list giving, for
     each rank, the lowest rank of its node.  Collective on comm's first lpmpi call (it prepares
     the communicator); chains and rings follow node order when there are several nodes."""
     cdef MPI_Comm h
-    cdef int size = 0, nnodes = 0, first = 0, rc
-    _comm(comm, &h, &size)
-    with nogil:
-        rc = lp_comm_prepare(h, &first)
+    cdef int size = 0, nnodes = 0, rc
+    _prepared(comm, &h, &size)
+    cdef cnp.ndarray[int, ndim=1] node = np.zeros(size, np.intc)
+    rc = lp_comm_nodes(h, &nnodes, <int *>node.data)
     if rc != LP_OK:
         _raise_status(rc)
-    cdef cnp.ndarray[int, ndim=1] node = np.zeros(size, np.intc)
-    if lp_comm_nodes(h, &nnodes, <int *>node.data) != LP_OK:
-        _raise_status(LP_ERR_ARG)
     return [int(x) for x in node]
 
 _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
@@ -1597,16 +1604,15 @@ def comm_transport(comm=None, bint prepare=True):
     first lpmpi call (it prepares the communicator); prepare=False is local and returns None
     for a communicator no lpmpi collective ran on yet."""
     cdef MPI_Comm h
-    cdef int size = 0, first = 0, why = 0, rc
-    _comm(comm, &h, &size)
-    if not prepare and not lp_comm_ready(h):
-        return None
-    with nogil:
-        rc = lp_comm_prepare(h, &first)
+    cdef int size = 0, why = 0, rc
+    if not prepare:
+        _comm(comm, &h, &size)
+        if not lp_comm_ready(h):
+            return None
+    _prepared(comm, &h, &size)
+    rc = lp_comm_transport(h, &why)
     if rc != LP_OK:
         _raise_status(rc)
-    if lp_comm_transport(h, &why) != LP_OK:
-        _raise_status(LP_ERR_ARG)
     return ("cma" if why == 0 else "mpi", _NT_WHY[why])
 
 def node_bytes(bint reset=False):

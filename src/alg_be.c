@@ -87,21 +87,17 @@ static int allreduce_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
 static int allreduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
     lp_rd_t b;
     lp_rd_init(&b, a->rank, a->size, 0);
-    const size_t es = a->esize, pb = lp_piece_bytes(a);
+    const size_t pb = lp_piece_bytes(a);
     const int tag = a->tag0 + LP_TAG_BE, nrs = rs_phases(&b), lg = lp_log2(b.pof2);
     /* acc_dtype: the owned block is rounded once; the doubling and unfold move 16-bit data */
-    char *res = a->acc ? a->acc : a->rbuf;
-    const size_t res_es = a->acc ? 2 : es;
-    size_t off, len;
+    size_t res_es, off, len;
+    char *res = lp_result_buf(a, &res_es);
     if (i < nrs) {
         reduce_scatter(r, a, &b, a->rbuf, lp_req_area(r, LP_AREA_WORK), i);
     } else if (i == nrs) {                             /* the owned block is final */
         if (b.newrank < 0) return LP_OK;
         lp_block(a->count, b.pof2, b.newrank, &off, &len);
-        lp_lane_t *fin = lp_lane_scale(r, a, a->rbuf + off * es, len * es, 0);
-        if (a->acc)
-            lp_lane_after(lp_lane_narrow(r, a, a->acc + off * 2, a->rbuf + off * es, len * es, 0),
-                          fin, 0);
+        lp_lane_finish(r, a, off, len);
     } else if (i <= nrs + lg) {                        /* recursive doubling */
         if (b.newrank < 0) return LP_OK;
         int mask = 1 << (i - nrs - 1);

@@ -97,8 +97,9 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
     char *res = a->rbuf ? a->rbuf + c->base : NULL;
     /* acc_dtype (allreduce): the head rounds chunk k once; the 16-bit chunks go down */
     const int acc = a->acc && a->coll == LP_ALLREDUCE;
-    char *dres = acc ? a->acc + c->base / 2 : res;
-    const size_t dbytes = acc ? c->bytes / 2 : c->bytes, dcb = acc ? c->cb / 2 : c->cb;
+    const size_t ratio_es = acc ? a->esize / lp_dtype_size(a->acc_dt) : 1;   /* float32 / 16-bit */
+    char *dres = acc ? a->acc + c->base / ratio_es : res;
+    const size_t dbytes = c->bytes / ratio_es, dcb = c->cb / ratio_es;
     lp_lane_t *pr = NULL, *red = NULL, *fin = NULL, *ps = NULL, *fr = NULL, *nar = NULL, *fs;
     if (up_src) {
         pr = lp_lane_recv(r, a, in, c->bytes, c->cb, c->right, c->tag_up);

@@ -68,14 +68,11 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         lp_lane_after(rr, red, -(long)W);
     } else if (i == P - 1) {                           /* the owned block is final */
         lp_block(a->count, P, lp_ring_owned(me, P), &soff, &slen);
-        lp_lane_t *fin = lp_lane_scale(r, a, a->rbuf + soff * es, slen * es, 0);
-        if (a->acc)                                    /* acc_dtype: rounded once, here */
-            lp_lane_after(lp_lane_narrow(r, a, a->acc + soff * 2, a->rbuf + soff * es, slen * es, 0),
-                          fin, 0);
+        lp_lane_finish(r, a, soff, slen);              /* acc_dtype: rounded once, here */
     } else {                                           /* allgather step i - P */
         const size_t pb = lp_piece_bytes(a);
-        char *buf = a->acc ? a->acc : a->rbuf;         /* acc_dtype: the 16-bit blocks */
-        const size_t ges = a->acc ? 2 : es;
+        size_t ges;
+        char *buf = lp_result_buf(a, &ges);            /* acc_dtype: the 16-bit blocks */
         lp_block(a->count, P, lp_ring_ag_send(me, P, i - P), &soff, &slen);
         lp_block(a->count, P, lp_ring_ag_recv(me, P, i - P), &roff, &rlen);
         lp_lane_send(r, a, buf + soff * ges, slen * ges, pb, right, tag);

@@ -62,13 +62,14 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     return LP_OK;
 }
 
-/* exchange group g: send `len` bytes at src to me + j, receive from me - j into dst[j - 1],
- * for j in XCH g + 1 .. XCH g + XCH (< P) */
-static void exchange(lp_req_t *r, const lp_args_t *a, int g, const char *src, char *dst, size_t len) {
+/* exchange group g: send `len` bytes at src to me + j and receive what me - j sends into
+ * dst + (me - j) len (each sender's own place), for j in XCH g + 1 .. XCH g + XCH (< P) */
+static void exchange(lp_req_t *r, const lp_args_t *a, int g, const void *src, void *dst, size_t len) {
     const int P = a->size, me = a->rank, tag = a->tag0 + LP_TAG_RING;
     for (int j = XCH * g + 1; j <= XCH * g + XCH && j < P; j++) {
+        int from = (me - j + P) % P;
         lp_lane_send(r, a, src, len, 0, (me + j) % P, tag);
-        lp_lane_recv(r, a, dst + (size_t)(j - 1) * len, len, 0, (me - j + P) % P, tag);
+        lp_lane_recv(r, a, (char *)dst + (size_t)from * len, len, 0, from, tag);
     }
 }
 
@@ -78,13 +79,7 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     char *xb = xbytes(r, a);
     if (i < X) {                                       /* hello: my addresses to everyone */
         t[P] = (addr_t){(char *)a->sbuf, a->rbuf};
-        /* what arrives from me - j lands in t[(me - j) mod P] */
-        const int tag = a->tag0 + LP_TAG_RING;
-        for (int j = XCH * i + 1; j <= XCH * i + XCH && j < P; j++) {
-            int from = (me - j + P) % P;
-            lp_lane_send(r, a, &t[P], sizeof(addr_t), 0, (me + j) % P, tag);
-            lp_lane_recv(r, a, &t[from], sizeof(addr_t), 0, from, tag);
-        }
+        exchange(r, a, i, &t[P], t, sizeof(addr_t));
         return LP_OK;
     }
     if (i == X) {                                      /* reduce my block */

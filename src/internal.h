@@ -63,11 +63,20 @@ typedef struct lp_args {
  * (dir = -1), and the ranks of its neighbours v-1 (*left) and v+1 (*right), -1 at the ends.
  * One node: rank order (lp_chain_pos).  Several: node order (a->order, reversed for dir = -1),
  * starting with head and the rest of head's node, then the following nodes, so that the chain
- * crosses each node boundary once whatever the placement.  lp_chain_ends: the heads of the two
- * opposite chains of allreduce (the first and the last rank of that order). */
+ * crosses each node boundary once whatever the placement.  lp_chain_first / lp_chain_last: the
+ * heads of the two opposite chains of allreduce (the first and the last rank of that order). */
 void lp_chain_at(const lp_args_t *a, int head, int dir, int *v, int *left, int *right);
 static inline int lp_chain_first(const lp_args_t *a) { return a->order ? a->order[0] : 0; }
 static inline int lp_chain_last(const lp_args_t *a) { return a->order ? a->order[a->size - 1] : a->size - 1; }
+/* the allreduce result its broadcast/allgather part moves, and its element size: recvbuf, or
+ * acc_dtype's 16-bit result */
+static inline char *lp_result_buf(const lp_args_t *a, size_t *es) {
+    *es = a->acc ? lp_dtype_size(a->acc_dt) : a->esize;
+    return a->acc ? a->acc : a->rbuf;
+}
+/* elements [off, off + len) of recvbuf are final: AVG's division, then acc_dtype's rounding into
+ * the 16-bit result (schedule.c) */
+void lp_lane_finish(lp_req_t *r, const lp_args_t *a, size_t off, size_t len);
 /* the ring over node order: this rank's index on it and the rank at index i */
 static inline int lp_ring_index(const lp_args_t *a) { return a->pos ? a->pos[a->rank] : a->rank; }
 static inline int lp_ring_rank(const lp_args_t *a, int i) { return a->order ? a->order[i] : i; }

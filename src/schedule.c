@@ -112,9 +112,17 @@ lp_lane_t *lp_lane_narrow(lp_req_t *r, const lp_args_t *a, void *dst, const void
                           size_t cb) {
     lp_lane_t *l = lane_new(r, a, LP_STEP_NARROW, bytes, cb);
     lp_lane_region(l, 0, dst);
-    if (l) l->r[0].stride = l->cb / 2;
+    l->r[0].stride = l->cb / a->esize * lp_dtype_size(a->acc_dt);
     lp_lane_region(l, 1, src);
     return l;
+}
+
+void lp_lane_finish(lp_req_t *r, const lp_args_t *a, size_t off, size_t len) {
+    const size_t es = a->esize;
+    lp_lane_t *fin = lp_lane_scale(r, a, a->rbuf + off * es, len * es, 0);
+    if (a->acc)
+        lp_lane_after(lp_lane_narrow(r, a, a->acc + off * lp_dtype_size(a->acc_dt), a->rbuf + off * es,
+                                     len * es, 0), fin, 0);
 }
 
 lp_lane_t *lp_lane_native(lp_req_t *r, const lp_args_t *a, const void *sbuf, void *rbuf, size_t bytes,

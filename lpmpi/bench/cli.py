@@ -254,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
     all_rows: list[Row] = []
     overlap_rows: list[dict[str, Any]] = []
+    node_rows: list[dict[str, Any]] = []
     summaries: dict[str, Any] = {}
     for collective in collectives:
         cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op)
@@ -283,8 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             overlap_rows, summaries[collective] = run_overlap(comm, s, counts, cases, args.compute, out)
             rows = []
         elif args.node_bytes:
-            node_rows, summaries[collective] = run_node_bytes(comm, s, counts, cases, out)
-            overlap_rows += node_rows
+            rows_n, summaries[collective] = run_node_bytes(comm, s, counts, cases, out)
+            node_rows += rows_n
             rows = []
         else:
             rows, summaries[collective] = run_collective(comm, s, counts, cases, out)
@@ -304,7 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = {
             "header": header,
             "rows": [asdict(r) for r in all_rows],
-            **({"node_bytes" if args.node_bytes else "overlap": overlap_rows} if overlap_rows else {}),
+            **({"overlap": overlap_rows} if overlap_rows else {}),
+            **({"node_bytes": node_rows} if node_rows else {}),
             "summary": summaries,
             "status": "failed" if failed else "ok",
         }

@@ -70,7 +70,7 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
     native_row = rows.get(NATIVE)
     bound_us = copy = None
     if s.bound and nbytes >= BOUND_MIN_BYTES:   # at this size's copy bandwidth (caches included)
-        copy = measure_memory_bandwidth(comm, nbytes, MEMBW_REPS)["copy_GBps_per_rank"]
+        copy = copy_bandwidth(comm, nbytes, MEMBW_REPS)
         bound_us = bound_seconds(s.collective, nbytes, nprocs, copy) * 1e6
     for label in labels:
         row = rows[label]
@@ -114,6 +114,17 @@ def run_collective(
     return rows, data
 
 
+def copy_bandwidth(comm: MPI.Comm, nbytes: int, reps: int, src: np.ndarray | None = None,
+                   dst: np.ndarray | None = None) -> float:
+    """GB/s per rank of ``np.copyto`` of ``nbytes`` (read + write counted), every rank at once
+    (median over reps of the slowest rank, one warm-up)."""
+    n = nbytes // 4
+    src = np.ones(n, np.float32) if src is None else src
+    dst = np.zeros(n, np.float32) if dst is None else dst
+    [t] = harness.measure(comm, [functools.partial(np.copyto, dst, src)], reps, warmup=1)
+    return 2 * n * 4 / t.median / 1e9
+
+
 def measure_memory_bandwidth(
     comm: MPI.Comm, nbytes: int = MEMBW_BYTES, reps: int = MEMBW_REPS
 ) -> dict[str, float]:
@@ -127,10 +138,9 @@ def measure_memory_bandwidth(
     a = np.ones(n, np.float32)
     b = np.full(n, 2.0, np.float32)
     c = np.zeros(n, np.float32)
-    [t_copy] = harness.measure(comm, [functools.partial(np.copyto, c, a)], reps, warmup=1)
+    copy = copy_bandwidth(comm, nbytes, reps, a, c)
     [t_add] = harness.measure(comm, [functools.partial(np.add, a, b, out=c)], reps, warmup=1)
     nprocs = comm.Get_size()
-    copy = 2 * n * 4 / t_copy.median / 1e9
     add = 3 * n * 4 / t_add.median / 1e9
     return {
         "bytes": n * 4,
