@@ -106,7 +106,7 @@ cdef extern from "lpmpi.h" nogil:
     long lp_table_mismatches()
     int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node)
     int lp_comm_transport(MPI_Comm comm, int *why)
-    void lp_set_node_transport(int on)
+    void lp_set_node_transport(int mode)
     unsigned long long lp_node_bytes(int reset)
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
                      int staging, int acc)

@@ -90,11 +90,13 @@ def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
     _debug = debug
     lp_configure(max_msg_bytes, window, check)
 
-def _configure_node_transport(bint on=True):
-    """LPMPI_NODE_TRANSPORT (lpmpi._env at import): False keeps communicators prepared from now
-    on on MPI point-to-point between the ranks of a node (True: the node-local transport where
-    it works)."""
-    lp_set_node_transport(on)
+def _configure_node_transport(int mode=1):
+    """LPMPI_NODE_TRANSPORT (lpmpi._env at import) for communicators prepared from now on: 0 mpi
+    (MPI point-to-point between the ranks of a node), 1 auto (shared memory, else single-copy
+    reads, where they work), 2 shared memory only, 3 single-copy reads only."""
+    if mode < 0 or mode > 3:
+        raise ValueError(f"mode must be in 0..3, got {mode}")
+    lp_set_node_transport(mode)
 
 def _configure_device(bint emulate=False, int cuda_aware=-1, int staging_buffers=0):
     """Device-memory knobs (lpmpi._env at import): emulation of the staged CUDA path on the host
@@ -1596,11 +1598,17 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "ring allreduce on host memory, from 16 KiB",
            "off: LPMPI_NODE_TRANSPORT=mpi", "off: the communicator spans several nodes",
            "off: process_vm_readv between the ranks was refused (ptrace permissions)",
-           "off: one rank", "off: not Linux")
+           "off: one rank", "off: not Linux",
+           "in use: a shared-memory segment of the ranks of this node, synchronised by counters in "
+           "it, for the ring allreduce on host memory, from 4 KiB",
+           "off: the shared-memory segment could not be made (LPMPI_NODE_TRANSPORT=shm)")
+_NT_NAME = {0: "cma", 6: "shm"}
+#: the message size from which the ring allreduce uses each (src/internal.h: LP_*_MIN_BYTES)
+NODE_TRANSPORT_MIN_BYTES = {"shm": 4096, "cma": 16384}
 
 def comm_transport(comm=None, bint prepare=True):
     """``(name, why)``: the transport lpmpi's own transfers use between ranks of one node on
-    comm, "cma" (the node-local transport) or "mpi", and why.  prepare: collective on comm's
+    comm, "shm" (shared memory), "cma" (single-copy reads) or "mpi", and why.  prepare: collective on comm's
     first lpmpi call (it prepares the communicator); prepare=False is local and returns None
     for a communicator no lpmpi collective ran on yet."""
     cdef MPI_Comm h
@@ -1613,7 +1621,7 @@ def comm_transport(comm=None, bint prepare=True):
     rc = lp_comm_transport(h, &why)
     if rc != LP_OK:
         _raise_status(rc)
-    return ("cma" if why == 0 else "mpi", _NT_WHY[why])
+    return (_NT_NAME.get(why, "mpi"), _NT_WHY[why])
 
 def node_bytes(bint reset=False):
     """Bytes this process sent to ranks on other nodes in lpmpi's own point-to-point transfers

@@ -41,12 +41,14 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_MAX_MSG_BYTES", "size", "largest single MPI message (bigger transfers are split; tests)"),
     ("LPMPI_PROGRESS_THREAD", "0|1", ("start the background progress thread at import: it advances "
      "nonblocking and persistent requests while the program computes (needs MPI_THREAD_MULTIPLE)")),
-    ("LPMPI_NODE_TRANSPORT", "auto|mpi", ("between ranks of one node: auto (default) uses lpmpi's "
-     "node-local transport (single-copy process_vm_readv, for the ring allreduce) where it works, "
-     "mpi keeps MPI point-to-point")),
+    ("LPMPI_NODE_TRANSPORT", "auto|shm|cma|mpi", ("between ranks of one node, for the ring allreduce: "
+     "auto (default) uses lpmpi's shared-memory transport where it works, else single-copy "
+     "process_vm_readv reads; shm or cma only that one; mpi keeps MPI point-to-point")),
 )
 
 _FALSE = ("", "0", "false", "no", "off")
+#: LPMPI_NODE_TRANSPORT's values, in the engine's order of modes (lp_set_node_transport)
+NODE_TRANSPORTS = ("mpi", "auto", "shm", "cma")
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Settings:
     emulate_staging: bool = False
     max_msg_bytes: int = 0
     progress_thread: bool = False
-    node_transport: bool = True        # LPMPI_NODE_TRANSPORT: auto (True) or mpi (False)
+    node_transport: str = "auto"       # LPMPI_NODE_TRANSPORT: auto, shm, cma or mpi
 
 
 def _ignore(name: str, value: str, why: str) -> None:
@@ -115,8 +117,8 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         alg = None
     aware = env.get("LPMPI_CUDA_AWARE", "").strip()
     nt = env.get("LPMPI_NODE_TRANSPORT", "").strip().lower()
-    if nt not in ("", "auto", "mpi"):
-        _ignore("LPMPI_NODE_TRANSPORT", env["LPMPI_NODE_TRANSPORT"], "not auto or mpi")
+    if nt not in ("", *NODE_TRANSPORTS):
+        _ignore("LPMPI_NODE_TRANSPORT", env["LPMPI_NODE_TRANSPORT"], f"not one of {', '.join(NODE_TRANSPORTS)}")
         nt = ""
     return Settings(
         algorithm=alg,
@@ -130,7 +132,7 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         emulate_staging=_flag(env, "LPMPI_EMULATE_STAGING"),
         max_msg_bytes=_size(env, "LPMPI_MAX_MSG_BYTES"),
         progress_thread=_flag(env, "LPMPI_PROGRESS_THREAD"),
-        node_transport=nt != "mpi",
+        node_transport=nt or "auto",
     )
 
 
@@ -147,7 +149,7 @@ def apply() -> Settings:
     settings = s = read(algorithms=names)
     _core._configure(s.max_msg_bytes, s.window, s.check, s.debug)
     _core._configure_device(s.emulate_staging, s.cuda_aware, s.staging_buffers)
-    _core._configure_node_transport(s.node_transport)
+    _core._configure_node_transport(NODE_TRANSPORTS.index(s.node_transport))
     for coll in _core.COLLECTIVES:
         # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
         _core.set_override(coll, s.algorithm if s.algorithm in _core.algorithms(coll) else None,

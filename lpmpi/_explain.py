@@ -36,8 +36,8 @@ class Explanation:
     tables: str = "unchecked"
     #: how the nonblocking and persistent forms of the chosen algorithm run
     requests: str = ""
-    #: the transport between the ranks of a node on this communicator: "cma ..." (lpmpi's
-    #: node-local transport, for the ring allreduce) or "mpi ...", with why; before the
+    #: the transport between the ranks of a node on this communicator: "shm ..." or "cma ..."
+    #: (lpmpi's node-local transports, for the ring allreduce) or "mpi ...", with why; before the
     #: communicator's first collective, "not known yet ..."
     transport: str = ""
 
@@ -113,8 +113,8 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     transport = ("not known yet: the first lpmpi collective on this communicator checks it"
                  if nt is None else "")
     if nt is not None:
-        used = (nt[0] == "cma" and alg == "ring" and collective == "allreduce" and memory == "host"
-                and nbytes >= 16384)
+        used = (nt[0] != "mpi" and alg == "ring" and collective == "allreduce" and memory == "host"
+                and nbytes >= _core.NODE_TRANSPORT_MIN_BYTES[nt[0]])
         transport = f"{nt[0]} ({nt[1]})" + ("; this call uses it" if used else "; not used by this call")
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
                        model.current(), model.predict_all(collective, nprocs, nbytes), agreed,

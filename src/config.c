@@ -5,9 +5,11 @@
 int lp_window = LP_WINDOW_DEFAULT;          /* chunks in flight per direction */
 size_t lp_max_msg_bytes = (size_t)1 << 30;  /* largest single MPI message */
 int lp_check_enabled;                       /* LPMPI_CHECK: agree on every call first */
-int lp_node_transport = 1;                  /* LPMPI_NODE_TRANSPORT: 0 = MPI only (mpi) */
+int lp_node_transport = LP_NTM_AUTO;        /* LPMPI_NODE_TRANSPORT: LP_NTM_* */
 
-void lp_set_node_transport(int on) { lp_node_transport = on != 0; }
+void lp_set_node_transport(int mode) {
+    lp_node_transport = mode >= LP_NTM_MPI && mode <= LP_NTM_CMA ? mode : LP_NTM_AUTO;
+}
 
 void lp_configure(size_t max_msg_bytes, int window, int check) {
     if (max_msg_bytes) lp_max_msg_bytes = max_msg_bytes;

@@ -78,6 +78,8 @@ static void ctx_free(lp_ctx_t *c) {
     free(c->pos);
     free(c->pids);
     c->node = c->order = c->pos = c->pids = NULL;
+    lp_shm_close(c->shm);        /* local: the segment's name was unlinked when it was made */
+    c->shm = NULL;
     if (c->table) { lp_table_free(c->table); free(c->table); }
     c->table = NULL;
     lp_engine_lock();
@@ -253,18 +255,18 @@ cleanup:
 }
 
 /* the node-local transport's capability check, on every rank of a one-node communicator at once
- * (the same answer everywhere): each rank reads its right neighbour's probe word with
- * process_vm_readv; any failure, or LPMPI_NODE_TRANSPORT=mpi on any rank, turns it off */
+ * (the same answer everywhere).  LPMPI_NODE_TRANSPORT of every rank is gathered: mpi anywhere
+ * turns it off, and only what every rank allows is tried.  Shared memory (alg_ring_shm.c): the
+ * ranks map one segment; it is used where every rank mapped it.  Single-copy reads
+ * (alg_ring_cma.c): each rank reads its right neighbour's probe word with process_vm_readv;
+ * used where shared memory is not, and no rank failed the probe. */
 static volatile uint64_t cma_probe;
 #define CMA_MAGIC 0x6c706d7069636d61ull
+enum { ALLOW_SHM = 1, ALLOW_CMA = 2 };
 
 static int node_transport(lp_ctx_t *ctx) {
-    int rc = LP_OK, P = ctx->size, why = LP_NT_CMA;
-    struct { int64_t pid; uint64_t addr; } me, *all = NULL;
-    if (!lp_node_transport) why = LP_NT_OFF_ENV;
-#if !defined(__linux__)
-    why = LP_NT_OFF_OS;
-#endif
+    int rc = LP_OK, P = ctx->size, cma_why = LP_NT_CMA, allow = 0;
+    struct { int64_t pid; uint64_t addr; int64_t allow; } me, *all = NULL;
     if (P == 1 || ctx->nnodes > 1) {               /* the same on every rank: no communication */
         ctx->nt_why = P == 1 ? LP_NT_OFF_ONE : LP_NT_OFF_NODES;
         return LP_OK;
@@ -272,22 +274,45 @@ static int node_transport(lp_ctx_t *ctx) {
     me.pid = (int64_t)getpid();
     cma_probe = CMA_MAGIC ^ (uint64_t)me.pid;
     me.addr = (uint64_t)(uintptr_t)&cma_probe;
+    me.allow = lp_node_transport == LP_NTM_AUTO ? ALLOW_SHM | ALLOW_CMA
+             : lp_node_transport == LP_NTM_SHM ? ALLOW_SHM
+             : lp_node_transport == LP_NTM_CMA ? ALLOW_CMA : 0;
     all = malloc((size_t)P * sizeof *all);
     if (!all) return LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport's check");
     LP_MPI(MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, ctx->comm));
+    allow = ALLOW_SHM | ALLOW_CMA;
+    for (int r = 0; r < P; r++) allow &= (int)all[r].allow;
+#if !defined(__linux__)
+    allow = 0;
+#endif
+    if (allow & ALLOW_SHM) {                       /* collective: every rank tries */
+        LP_TRY(lp_shm_open(ctx->comm, ctx->rank, P, &ctx->shm));
+        if (ctx->shm) {
+            ctx->nt_why = LP_NT_SHM;
+            goto cleanup;
+        }
+    }
+    if (!(allow & ALLOW_CMA)) {
 #if defined(__linux__)
-    if (why == LP_NT_CMA) {
+        ctx->nt_why = allow & ALLOW_SHM ? LP_NT_OFF_SHM : LP_NT_OFF_ENV;
+#else
+        ctx->nt_why = LP_NT_OFF_OS;
+#endif
+        goto cleanup;
+    }
+#if defined(__linux__)
+    {
         int right = (ctx->rank + 1) % P;
         uint64_t v = 0;
         struct iovec l = {&v, sizeof v}, rm = {(void *)(uintptr_t)all[right].addr, sizeof v};
         if (process_vm_readv((pid_t)all[right].pid, &l, 1, &rm, 1, 0) != (ssize_t)sizeof v ||
             v != (CMA_MAGIC ^ (uint64_t)all[right].pid))
-            why = LP_NT_OFF_PERM;
+            cma_why = LP_NT_OFF_PERM;
     }
 #endif
-    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &why, 1, MPI_INT, MPI_MAX, ctx->comm));
-    ctx->nt_why = why;
-    if (why == LP_NT_CMA) {
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &cma_why, 1, MPI_INT, MPI_MAX, ctx->comm));
+    ctx->nt_why = cma_why;
+    if (cma_why == LP_NT_CMA) {
         if (!(ctx->pids = malloc((size_t)P * sizeof *ctx->pids))) {
             rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport");
             goto cleanup;

@@ -83,13 +83,20 @@ struct lp_ctx {
      * this communicator (one node, process_vm_readv works between every pair, nobody set
      * LPMPI_NODE_TRANSPORT=mpi), else NULL; why: LP_NT_* */
     int *pids;
+    /* the shared-memory transport (alg_ring_shm.c): the segment when it is in use on this
+     * communicator, else NULL; rounds its requests have claimed, in start order */
+    struct lp_shm *shm;
+    uint64_t shm_next;
     int nt_why;
     int freed;                /* its communicator was freed: requests on it refuse to start */
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 };
 
+/* why (not): 0 and 6 in use; the others off */
 enum { LP_NT_CMA = 0, LP_NT_OFF_ENV = 1, LP_NT_OFF_NODES = 2, LP_NT_OFF_PERM = 3, LP_NT_OFF_ONE = 4,
-       LP_NT_OFF_OS = 5 };
+       LP_NT_OFF_OS = 5, LP_NT_SHM = 6, LP_NT_OFF_SHM = 7 };
+/* LPMPI_NODE_TRANSPORT (lp_node_transport) */
+enum { LP_NTM_MPI = 0, LP_NTM_AUTO = 1, LP_NTM_SHM = 2, LP_NTM_CMA = 3 };
 
 /* ---- requests (request.c, progress.c) ---- */
 enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
@@ -133,6 +140,8 @@ struct lp_req {
     MPI_Request *preq;        /* persistent collectives (native), one per piece */
     size_t npreq;
     size_t dev_inflight;      /* device steps issued and not yet complete */
+    int polling;              /* a step waits for a shared-memory counter (no MPI request
+                                 reports it: the engine polls, yielding in between) */
     /* memory (grow-only while the request is reused) */
     char *area[3];            /* LP_AREA_WORK, LP_AREA_PINNED, LP_AREA_DEVICE */
     size_t area_bytes[3];

@@ -9,6 +9,7 @@
 #include "devops.h"
 #include "schedule.h"
 #include "topo.h"
+#include <stdint.h>
 #include <string.h>
 
 /* ---- how the bytes of device memory travel (device.c) ----
@@ -57,6 +58,10 @@ typedef struct lp_args {
     const int *node, *order, *pos;
     /* the node-local transport (alg_ring_cma.c): every rank's process id, or NULL: MPI only */
     const int *pids;
+    /* the shared-memory transport (alg_ring_shm.c): the segment, or NULL; this start's first
+     * round (the context's count of rounds started before it) */
+    const struct lp_shm *shm;
+    uint64_t shm_base;
 } lp_args_t;
 
 /* position *v of this rank on the chain that starts at rank `head` and goes up (dir = 1) or down
@@ -113,6 +118,18 @@ extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-l
 int lp_cma_read(int pid, void *local, const void *remote, size_t len);
 int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len);
 int lp_cma_gather(const lp_lane_t *l);
+/* the shared-memory segment of a one-node communicator's ranks (alg_ring_shm.c): P regions of
+ * `stride` bytes (three counters, then two slots of `slot` bytes) mapped at base */
+typedef struct lp_shm { int P; size_t slot, stride, bytes; char *base; } lp_shm_t;
+extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared memory */
+/* from this message size up (below, ring over MPI's two messages cost less than its rounds) */
+#define LP_SHM_MIN_BYTES ((size_t)4096)
+/* collective on comm (one node): map a segment on every rank, *out NULL where any rank failed */
+int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);
+void lp_shm_close(lp_shm_t *s);
+size_t lp_shm_rounds(const lp_args_t *a);
+int lp_shm_ready(const lp_lane_t *l, size_t k);
+int lp_shm_step(const lp_lane_t *l, size_t k);
 extern const lp_sched_t lp_sched_allreduce_native, lp_sched_reduce_native, lp_sched_bcast_native;
 
 /* the memory areas a plan asked for (valid while the request lives) */

@@ -164,9 +164,11 @@ long lp_table_mismatches(void);
 /* comm's nodes (its context must be prepared, else LP_ERR_ARG): the number of nodes and, in
  * node[0 .. size-1] (may be NULL), the lowest rank of each rank's node */
 int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node);
-/* comm's node-local transport (prepared context): *why 0 = in use (process_vm_readv between the
- * ranks of one node: the ring allreduce on host memory), else why not: 1 LPMPI_NODE_TRANSPORT=mpi,
- * 2 several nodes, 3 process_vm_readv refused (ptrace permissions), 4 one rank, 5 not Linux */
+/* comm's node-local transport (prepared context), for the ring allreduce on host memory: *why
+ * 6 = shared memory in use (a segment mapped by the ranks of one node), 0 = single-copy reads in
+ * use (process_vm_readv), else why not: 1 LPMPI_NODE_TRANSPORT=mpi, 2 several nodes,
+ * 3 process_vm_readv refused (ptrace permissions), 4 one rank, 5 not Linux, 7 the shared
+ * segment could not be made (and single-copy reads were not allowed) */
 int lp_comm_transport(MPI_Comm comm, int *why);
 /* bytes this process sent to ranks of other nodes in lpmpi's own point-to-point transfers
  * (not the MPI library's collectives of algorithm native), since the last reset */
@@ -177,9 +179,10 @@ unsigned long long lp_node_bytes(int reset);
  * 0 = keep), chunks in flight per direction (0 = keep; at most LP_WINDOW_MAX), LPMPI_CHECK */
 void lp_configure(size_t max_msg_bytes, int window, int check);
 int lp_window_get(void);
-/* LPMPI_NODE_TRANSPORT: 1 (auto) lets communicators prepared from now on use the node-local
- * transport where it works, 0 (mpi) keeps them on MPI point-to-point */
-void lp_set_node_transport(int on);
+/* LPMPI_NODE_TRANSPORT for communicators prepared from now on: 1 auto (shared memory, else
+ * single-copy reads, where they work), 2 shm only, 3 cma (single-copy reads) only, 0 mpi (MPI
+ * point-to-point only) */
+void lp_set_node_transport(int mode);
 
 /* ---- the algorithm registry (registry.c) ---- */
 int lp_algo_count(void);

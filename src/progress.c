@@ -116,6 +116,8 @@ static int local_step(const lp_lane_t *l, size_t k) {
         return lp_cma_reduce_step(l, k, o, len);
     case LP_STEP_CMA_GATHER:
         return lp_cma_gather(l);
+    case LP_STEP_SHM_IN: case LP_STEP_SHM_RED: case LP_STEP_SHM_GATHER:
+        return lp_shm_step(l, k);
     case LP_STEP_NARROW:
         if (d) return LP_FAIL(LP_ERR_INTERNAL, "acc_dtype on device memory (a bug of lpmpi)");
         return lp_narrow(o, (const float *)at(&l->r[1], k), n, a->acc_dt);
@@ -177,6 +179,10 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
         int now = 0;
         if (async && k - l->done >= l->W) break;
         if (l->ndeps && !deps_met(r, l, k)) break;
+        if (l->kind >= LP_STEP_SHM_IN && l->kind <= LP_STEP_SHM_GATHER && !lp_shm_ready(l, k)) {
+            r->polling = 1;
+            break;
+        }
         switch (l->kind) {
         case LP_STEP_SEND:
             if (injected()) { rc = LP_FAIL(LP_ERR_MPI, "MPI_Isend failed: injected fault (tests)"); goto cleanup; }
@@ -332,6 +338,7 @@ static int advance(lp_req_t *r) {
     while (r->state == LP_REQ_ACTIVE) {
         int moved = 0;
         lp_lane_t *l = r->lane, *end = r->lane + r->nlanes;
+        r->polling = 0;
         for (; l < end; l++) {
             if (l->done == l->n) continue;
             if (l->issued > l->done) LP_TRY(retire(r, l, &moved));
@@ -469,7 +476,7 @@ static int observe_set(int block) {
     for (size_t j = 0; j < G.nset; j++) {
         lp_req_t *r = G.set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
-        dev = dev || r->dev_inflight;
+        dev = dev || r->dev_inflight || r->polling;
         if (gather_heads(r, &m, &pending) != LP_OK) fail(r, LP_ERR_NOMEM);
     }
     if (m == 0) {
@@ -637,6 +644,7 @@ static int begin(lp_req_t *r) {
     r->phase = 0;
     r->rc = LP_OK;
     r->dev_inflight = 0;
+    r->polling = 0;
     r->state = LP_REQ_ACTIVE;
     return phase_begin(r);
 }
@@ -646,6 +654,7 @@ int lp_engine_run(lp_req_t *r) {
     r->phase = 0;
     r->rc = LP_OK;
     r->dev_inflight = 0;
+    r->polling = 0;
     r->state = LP_REQ_ACTIVE;
     if ((rc = phase_begin(r)) != LP_OK) fail(r, rc);
     while (r->state == LP_REQ_ACTIVE) {         /* alone: no lock, exactly a blocking call */

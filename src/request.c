@@ -199,6 +199,9 @@ static int req_plan(lp_req_t *r) {
                                              A->sched->host_only(a))) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
+    } else if (A->sched == &lp_sched_allreduce_ring && a->shm && !a->dev &&
+               a->count * a->esize >= LP_SHM_MIN_BYTES) {
+        r->sched = &lp_sched_ring_shm;              /* shared memory (context.c) */
     } else if (A->sched == &lp_sched_allreduce_ring && a->pids && !a->dev &&
                a->count * a->esize >= LP_CMA_MIN_BYTES) {
         r->sched = &lp_sched_ring_cma;              /* the node-local transport (context.c) */
@@ -234,6 +237,10 @@ static int req_tags(lp_req_t *r) {
         if (rc != LP_OK) return rc;
     }
     r->a.tag0 = (int)(slot * LP_TAGS_PER_REQ);
+    if (r->sched == &lp_sched_ring_shm) {          /* its rounds of the segment, in start order */
+        r->a.shm_base = ctx->shm_next;
+        ctx->shm_next += lp_shm_rounds(&r->a);
+    }
     r->a.blocking = r->kind == LP_REQ_BLOCKING && !others;
     return LP_OK;
 }
@@ -299,6 +306,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         .persistent = kind == LP_REQ_PERSISTENT,
         .acc = acc, .acc_dt = acc_dt,
         .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids,
+        .shm = ctx->shm,
     };
     r->devid = devid;
     if (replan || devid >= 0) {

@@ -108,6 +108,10 @@ lp_lane_t *lp_lane_cma(lp_req_t *r, const lp_args_t *a, int kind, void *out, siz
     return l;
 }
 
+lp_lane_t *lp_lane_shm(lp_req_t *r, const lp_args_t *a, int kind, size_t n) {
+    return lane_new(r, a, kind, n, 1);
+}
+
 lp_lane_t *lp_lane_narrow(lp_req_t *r, const lp_args_t *a, void *dst, const void *src, size_t bytes,
                           size_t cb) {
     lp_lane_t *l = lane_new(r, a, LP_STEP_NARROW, bytes, cb);

@@ -22,6 +22,9 @@
  *   COPY, SCALE  out[k] = x[k]; out[k] /= P (AVG's division, once, on a finished result)
  *   CMA_REDUCE, CMA_GATHER  the node-local transport's copies (alg_ring_cma.c): single-copy
  *                reads of the peers' buffers (process_vm_readv), folded or stored
+ *   SHM_IN, SHM_RED, SHM_GATHER  the shared-memory transport's rounds (alg_ring_shm.c): step k is
+ *                round k (bytes = steps, cb = 1); a step starts once counters in the segment say
+ *                the peers are there (a poll: the engine yields between polls)
  *   NARROW       acc_dtype: out[k] = x[k] rounded from float32 to the 16-bit type (out's chunks
  *                are half the bytes of x's: region 0's stride is cb / 2)
  *   NATIVE       the MPI library's own collective on piece k (MPI_Iallreduce, ...; its blocking
@@ -42,7 +45,8 @@
 
 /* lane kinds */
 enum { LP_STEP_SEND, LP_STEP_RECV, LP_STEP_REDUCE, LP_STEP_COPY, LP_STEP_SCALE, LP_STEP_NARROW,
-       LP_STEP_CMA_REDUCE, LP_STEP_CMA_GATHER, LP_STEP_NATIVE, LP_STEP_DEV };
+       LP_STEP_CMA_REDUCE, LP_STEP_CMA_GATHER, LP_STEP_SHM_IN, LP_STEP_SHM_RED, LP_STEP_SHM_GATHER,
+       LP_STEP_NATIVE, LP_STEP_DEV };
 /* device operations of a DEV lane's step */
 enum { LP_DOP_D2H, LP_DOP_H2D, LP_DOP_D2D, LP_DOP_REDUCE, LP_DOP_SCALE };
 
@@ -126,6 +130,8 @@ lp_lane_t *lp_lane_copy(lp_req_t *r, const struct lp_args *a, void *dst, const v
 lp_lane_t *lp_lane_scale(lp_req_t *r, const struct lp_args *a, void *buf, size_t bytes, size_t cb);
 /* a CMA_REDUCE or CMA_GATHER lane writing out (alg_ring_cma.c sets its other regions) */
 lp_lane_t *lp_lane_cma(lp_req_t *r, const struct lp_args *a, int kind, void *out, size_t bytes, size_t cb);
+/* a SHM_* lane of n rounds (alg_ring_shm.c) */
+lp_lane_t *lp_lane_shm(lp_req_t *r, const struct lp_args *a, int kind, size_t n);
 /* acc_dtype: the 16-bit dst (bytes / 2) from the float32 src (bytes), chunk k of cb bytes of src */
 lp_lane_t *lp_lane_narrow(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
                           size_t bytes, size_t cb);

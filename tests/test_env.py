@@ -119,8 +119,10 @@ def test_bad_tuning_file_is_ignored_with_a_warning(tmp_path, content):
 def test_node_transport_values():
     from lpmpi import _env
 
-    assert _env.read({}).node_transport is True
-    assert _env.read({"LPMPI_NODE_TRANSPORT": "auto"}).node_transport is True
-    assert _env.read({"LPMPI_NODE_TRANSPORT": " MPI "}).node_transport is False
+    assert _env.read({}).node_transport == "auto"
+    assert _env.read({"LPMPI_NODE_TRANSPORT": "auto"}).node_transport == "auto"
+    assert _env.read({"LPMPI_NODE_TRANSPORT": " MPI "}).node_transport == "mpi"
+    assert _env.read({"LPMPI_NODE_TRANSPORT": "Shm"}).node_transport == "shm"
+    assert _env.read({"LPMPI_NODE_TRANSPORT": "cma"}).node_transport == "cma"
     with pytest.warns(UserWarning, match="LPMPI_NODE_TRANSPORT"):
-        assert _env.read({"LPMPI_NODE_TRANSPORT": "shm"}).node_transport is True
+        assert _env.read({"LPMPI_NODE_TRANSPORT": "xpmem"}).node_transport == "auto"

@@ -244,8 +244,9 @@ def test_dropped_requests_complete_with_a_warning(tmp_path):
 def test_mpi_failure_inside_progress_is_the_requests(tmp_path):
     """An MPI failure while a request progresses (injected into its first transfer on every
     rank) is raised as LPError by that request's wait/test, not by the others; everything
-    else still works afterwards."""
-    spawn(tmp_path, """
+    else still works afterwards.  The ring runs over MPI here (LPMPI_NODE_TRANSPORT=mpi): over
+    the shared-memory transport it makes no MPI transfer to inject a fault into."""
+    spawn(tmp_path, env={"LPMPI_NODE_TRANSPORT": "mpi"}, body="""
     a = lpmpi.iallreduce(data(0, 10000), algorithm="lp", chunk_bytes=1000)
     lpmpi._core._test_fault(1)            # the next point-to-point call of the engine fails
     b = lpmpi.iallreduce(data(1, 10000), algorithm="ring", chunk_bytes=1000)

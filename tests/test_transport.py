@@ -17,7 +17,7 @@ DIGEST = textwrap.dedent("""
     from mpi4py import MPI
     w = MPI.COMM_WORLD
     h = hashlib.sha1()
-    for n in (1, 5, 1000, 123457):
+    for n in (1, 5, 1000, 5000, 123457):
         for op in ("sum", "avg", "prod", "max"):
             for dt in (np.float32, np.float64, np.float16, np.int32, np.complex64):
                 if (op == "avg" and dt == np.int32) or (op == "max" and dt == np.complex64):
@@ -31,6 +31,23 @@ DIGEST = textwrap.dedent("""
                     assert z.tobytes() == y.tobytes(), (n, op, dt, cb)
                     r = lpmpi.iallreduce(x, op=op, algorithm="ring", chunk_bytes=cb).wait()
                     assert r.tobytes() == y.tobytes(), (n, op, dt, cb)
+    # several outstanding requests (the shared segment's rounds in start order), waited for
+    # in reverse, and a persistent one started twice
+    xs = [(np.random.default_rng(w.rank + n).standard_normal(n)).astype(np.float32)
+          for n in (3000, 70000, 1 << 18)]
+    want = [lpmpi.allreduce(x, algorithm="ring", chunk_bytes=4096) for x in xs]
+    reqs = [lpmpi.iallreduce(x, algorithm="ring", chunk_bytes=4096) for x in xs]
+    for q, y in zip(reversed(reqs), reversed(want)):
+        assert q.wait().tobytes() == y.tobytes()
+    out = np.empty_like(xs[1])
+    p = lpmpi.allreduce_init(xs[1], out, algorithm="ring", chunk_bytes=4096)
+    for _ in range(2):
+        p.start()
+        q = lpmpi.iallreduce(xs[2], algorithm="ring", chunk_bytes=4096)
+        p.wait()
+        assert out.tobytes() == want[1].tobytes() and q.wait().tobytes() == want[2].tobytes()
+    for y in want:
+        h.update(y.tobytes())
     d = w.allgather(h.hexdigest())
     assert len(set(d)) == 1, d
     if w.rank == 0:
@@ -48,12 +65,15 @@ def digest(nprocs, env):
 
 @pytest.mark.parametrize("nprocs", (2, 3, 5), ids=lambda p: f"P{p}")
 def test_ring_over_the_node_transport_gives_the_bits_of_ring_over_mpi(nprocs):
-    on = digest(nprocs, {})
     off = digest(nprocs, {"LPMPI_NODE_TRANSPORT": "mpi"})
     assert off[0] == "mpi"
-    if on[0] != "cma":
-        pytest.skip("process_vm_readv is refused here (ptrace permissions): nothing to compare")
+    on = digest(nprocs, {})
+    assert on[0] == "shm", "the shared-memory transport is off on one host"
     assert on[1] == off[1]
+    cma = digest(nprocs, {"LPMPI_NODE_TRANSPORT": "cma"})
+    if cma[0] != "cma":
+        pytest.skip("process_vm_readv is refused here (ptrace permissions): nothing to compare")
+    assert cma[1] == off[1]
 
 
 @pytest.mark.parametrize("form", ["blocking", "nonblocking", "persistent"])
