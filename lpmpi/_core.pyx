@@ -1601,14 +1601,18 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "off: one rank", "off: not Linux",
            "in use: a shared-memory segment of the ranks of this node, synchronised by counters in "
            "it, for the ring allreduce on host memory, from 4 KiB",
-           "off: the shared-memory segment could not be made (LPMPI_NODE_TRANSPORT=shm)")
-_NT_NAME = {0: "cma", 6: "shm"}
+           "off: the shared-memory segment could not be made (LPMPI_NODE_TRANSPORT=shm)",
+           "in use: for the ring allreduce on host memory, a shared-memory segment of the ranks of "
+           "this node (from 4 KiB to 1 MiB and from 32 MiB) and single-copy reads (process_vm_readv) "
+           "between")
+_NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma"}
 #: the message size from which the ring allreduce uses each (src/internal.h: LP_*_MIN_BYTES)
-NODE_TRANSPORT_MIN_BYTES = {"shm": 4096, "cma": 16384}
+NODE_TRANSPORT_MIN_BYTES = {"shm": 4096, "cma": 16384, "shm+cma": 4096}
 
 def comm_transport(comm=None, bint prepare=True):
     """``(name, why)``: the transport lpmpi's own transfers use between ranks of one node on
-    comm, "shm" (shared memory), "cma" (single-copy reads) or "mpi", and why.  prepare: collective on comm's
+    comm, "shm" (shared memory), "cma" (single-copy reads), "shm+cma" (each at the sizes where
+    it is faster) or "mpi", and why.  prepare: collective on comm's
     first lpmpi call (it prepares the communicator); prepare=False is local and returns None
     for a communicator no lpmpi collective ran on yet."""
     cdef MPI_Comm h

@@ -31,8 +31,8 @@
  * yields the processor between them); a request never blocks inside a step.
  *
  * Chosen (request.c) for the ring allreduce on host memory from LP_SHM_MIN_BYTES where the
- * context made the segment; the other node-local transport (alg_ring_cma.c) remains for
- * LPMPI_NODE_TRANSPORT=cma and where a segment cannot be made. */
+ * context made the segment; where single-copy reads (alg_ring_cma.c) work too, they take the
+ * sizes where they measured faster (internal.h: LP_SHM_MID_BYTES .. LP_SHM_BIG_BYTES). */
 #include "internal.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -170,8 +170,8 @@ const lp_sched_t lp_sched_ring_shm = {plan, phase, NULL, NULL, NULL};
  * the caches anyway, and a store that bypasses them does not first read the line it writes
  * (3 n bytes of main-memory traffic per rank become 2 n).  Smaller results stay in the caches,
  * where the caller will read them.  (P = 2, ring 256 KiB chunks, `mpiexec -bind-to core -n 2`:
- * 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.) */
-#define NT_BYTES ((size_t)16 << 20)
+ * 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.)  LP_SHM_BIG_BYTES in internal.h. */
+#define NT_BYTES ((size_t)32 << 20)
 
 /* memcpy, with non-temporal stores where nt (and the CPU has them); the caller fences */
 static void copy_out(char *dst, const char *src, size_t len, int nt) {

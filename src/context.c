@@ -259,7 +259,7 @@ cleanup:
  * turns it off, and only what every rank allows is tried.  Shared memory (alg_ring_shm.c): the
  * ranks map one segment; it is used where every rank mapped it.  Single-copy reads
  * (alg_ring_cma.c): each rank reads its right neighbour's probe word with process_vm_readv;
- * used where shared memory is not, and no rank failed the probe. */
+ * usable where no rank failed the probe.  With both, request.c picks one by message size. */
 static volatile uint64_t cma_probe;
 #define CMA_MAGIC 0x6c706d7069636d61ull
 enum { ALLOW_SHM = 1, ALLOW_CMA = 2 };
@@ -287,7 +287,7 @@ static int node_transport(lp_ctx_t *ctx) {
 #endif
     if (allow & ALLOW_SHM) {                       /* collective: every rank tries */
         LP_TRY(lp_shm_open(ctx->comm, ctx->rank, P, &ctx->shm));
-        if (ctx->shm) {
+        if (ctx->shm && !(allow & ALLOW_CMA)) {
             ctx->nt_why = LP_NT_SHM;
             goto cleanup;
         }
@@ -311,7 +311,7 @@ static int node_transport(lp_ctx_t *ctx) {
     }
 #endif
     LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &cma_why, 1, MPI_INT, MPI_MAX, ctx->comm));
-    ctx->nt_why = cma_why;
+    ctx->nt_why = ctx->shm ? (cma_why == LP_NT_CMA ? LP_NT_BOTH : LP_NT_SHM) : cma_why;
     if (cma_why == LP_NT_CMA) {
         if (!(ctx->pids = malloc((size_t)P * sizeof *ctx->pids))) {
             rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport");

@@ -122,8 +122,15 @@ int lp_cma_gather(const lp_lane_t *l);
  * `stride` bytes (three counters, then two slots of `slot` bytes) mapped at base */
 typedef struct lp_shm { int P; size_t slot, stride, bytes; char *base; } lp_shm_t;
 extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared memory */
-/* from this message size up (below, ring over MPI's two messages cost less than its rounds) */
+/* from this message size up (below, ring over MPI's two messages cost less than its rounds);
+ * where single-copy reads are usable too, they take [LP_SHM_MID_BYTES, LP_SHM_BIG_BYTES): there
+ * the peer's bytes come faster from memory by the kernel's copy than from the peer's caches
+ * through the slots (P = 2 here, ring 256 KiB chunks, LPMPI_NODE_TRANSPORT=shm|cma alternated:
+ * 1 MiB 135-138 against 124-131 us, 16 MiB 2.35 against 1.75-1.76 ms; 512 KiB 51-53 against
+ * 53-54 us; 32 MiB 5.03-5.06 against 5.22-5.42 ms; 64 MiB 11.1-11.3 against 12.8 ms) */
 #define LP_SHM_MIN_BYTES ((size_t)4096)
+#define LP_SHM_MID_BYTES ((size_t)1 << 20)
+#define LP_SHM_BIG_BYTES ((size_t)32 << 20)
 /* collective on comm (one node): map a segment on every rank, *out NULL where any rank failed */
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);
 void lp_shm_close(lp_shm_t *s);

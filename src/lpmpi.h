@@ -168,7 +168,8 @@ int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node);
  * 6 = shared memory in use (a segment mapped by the ranks of one node), 0 = single-copy reads in
  * use (process_vm_readv), else why not: 1 LPMPI_NODE_TRANSPORT=mpi, 2 several nodes,
  * 3 process_vm_readv refused (ptrace permissions), 4 one rank, 5 not Linux, 7 the shared
- * segment could not be made (and single-copy reads were not allowed) */
+ * segment could not be made (and single-copy reads were not allowed), 8 = both in use (each
+ * where it is faster: shared memory below 1 MiB and from 32 MiB, single-copy reads between) */
 int lp_comm_transport(MPI_Comm comm, int *why);
 /* bytes this process sent to ranks of other nodes in lpmpi's own point-to-point transfers
  * (not the MPI library's collectives of algorithm native), since the last reset */

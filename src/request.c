@@ -200,7 +200,9 @@ static int req_plan(lp_req_t *r) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
     } else if (A->sched == &lp_sched_allreduce_ring && a->shm && !a->dev &&
-               a->count * a->esize >= LP_SHM_MIN_BYTES) {
+               a->count * a->esize >= LP_SHM_MIN_BYTES &&
+               (!a->pids || a->count * a->esize < LP_SHM_MID_BYTES ||
+                a->count * a->esize >= LP_SHM_BIG_BYTES)) {
         r->sched = &lp_sched_ring_shm;              /* shared memory (context.c) */
     } else if (A->sched == &lp_sched_allreduce_ring && a->pids && !a->dev &&
                a->count * a->esize >= LP_CMA_MIN_BYTES) {
