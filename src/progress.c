@@ -327,6 +327,10 @@ cleanup:
     return rc;
 }
 
+/* passes of advance() on this thread that moved a request (the progress thread's sign of life
+ * for steps no MPI call reports: local steps, shared-memory rounds) */
+static _Thread_local unsigned long moves;
+
 /* advance r as far as it goes without waiting */
 static int advance(lp_req_t *r) {
     int rc = LP_OK, saved = 0, entered = 0;
@@ -355,6 +359,7 @@ static int advance(lp_req_t *r) {
             continue;
         }
         if (!moved) break;
+        moves++;
     }
 cleanup:
     if (entered) d->leave(saved);
@@ -759,7 +764,8 @@ int lp_engine_drain(lp_ctx_t *ctx) {
  * is what moves messages along (the MPI library progresses inside the calls), so it spins,
  * yielding the processor after every pass that completed no request (the threads of two ranks
  * may share a core: one that never yields starves the other and the pipeline between them),
- * and naps (IDLE_NAP_NS at a time) once no transfer has completed for IDLE_NS: the peers are
+ * and naps (IDLE_NAP_NS at a time) once no transfer has completed and no step moved for IDLE_NS
+ * (a shared-memory round completes no MPI transfer, but moves a step): the peers are
  * then busy elsewhere (computing before they start their side), and a computation sharing this
  * core should not be slowed down by a thread that has nothing to do.  Nothing active, or everything observed by a waiter: it sleeps until a
  * start or a release. */
@@ -784,10 +790,11 @@ static void *progress_main(void *arg) {
         }
         pthread_mutex_unlock(&E);
         size_t done0 = count_done();
+        unsigned long moves0 = moves;
         int seen = observe_set(0);
         for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
         int completed = count_done() != done0;
-        if (seen || completed) last = now_ns();
+        if (seen || completed || moves != moves0) last = now_ns();
         pthread_mutex_lock(&E);
         release_all(NULL);
         if (!completed) {          /* give the core away often: ranks may share one */
