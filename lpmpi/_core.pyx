@@ -1594,20 +1594,35 @@ def comm_nodes(comm=None):
         _raise_status(rc)
     return [int(x) for x in node]
 
+from lpmpi._units import format_bytes as _format_bytes
+cdef size_t _nts[4]
+lp_node_transport_sizes(_nts)
+_SHM_MIN, _CMA_MIN, _MID, _BIG = (_format_bytes(int(x)) for x in _nts)
 _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
-           "ring allreduce on host memory, from 16 KiB",
+           f"ring allreduce on host memory, from {_CMA_MIN}",
            "off: LPMPI_NODE_TRANSPORT=mpi", "off: the communicator spans several nodes",
            "off: process_vm_readv between the ranks was refused (ptrace permissions)",
            "off: one rank", "off: not Linux",
            "in use: a shared-memory segment of the ranks of this node, synchronised by counters in "
-           "it, for the ring allreduce on host memory, from 4 KiB",
+           f"it, for the ring allreduce on host memory, from {_SHM_MIN}",
            "off: the shared-memory segment could not be made (LPMPI_NODE_TRANSPORT=shm)",
            "in use: for the ring allreduce on host memory, a shared-memory segment of the ranks of "
-           "this node (from 4 KiB to 1 MiB and from 32 MiB) and single-copy reads (process_vm_readv) "
-           "between")
+           f"this node (from {_SHM_MIN} to {_MID} and from {_BIG}) and single-copy reads "
+           "(process_vm_readv) between")
 _NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma"}
-#: the message size from which the ring allreduce uses each (src/internal.h: LP_*_MIN_BYTES)
-NODE_TRANSPORT_MIN_BYTES = {"shm": 4096, "cma": 16384, "shm+cma": 4096}
+
+def ring_transport(comm=None, size_t nbytes=0):
+    """The transport a ring allreduce of nbytes on host memory uses on comm: "shm", "cma" or
+    "mpi" (local; None for a communicator no lpmpi collective ran on yet)."""
+    cdef MPI_Comm h
+    cdef int size = 0, which = 0, rc
+    _comm(comm, &h, &size)
+    if not lp_comm_ready(h):
+        return None
+    rc = lp_comm_ring_transport(h, nbytes, &which)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return ("mpi", "shm", "cma")[which]
 
 def comm_transport(comm=None, bint prepare=True):
     """``(name, why)``: the transport lpmpi's own transfers use between ranks of one node on

@@ -113,8 +113,8 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     transport = ("not known yet: the first lpmpi collective on this communicator checks it"
                  if nt is None else "")
     if nt is not None:
-        used = (nt[0] != "mpi" and alg == "ring" and collective == "allreduce" and memory == "host"
-                and nbytes >= _core.NODE_TRANSPORT_MIN_BYTES[nt[0]])
+        used = (alg == "ring" and collective == "allreduce" and memory == "host"
+                and _core.ring_transport(comm, nbytes) != "mpi")
         transport = f"{nt[0]} ({nt[1]})" + ("; this call uses it" if used else "; not used by this call")
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
                        model.current(), model.predict_all(collective, nprocs, nbytes), agreed,

@@ -51,6 +51,7 @@
 #include <sys/stat.h>
 #endif
 
+/* the counters, indexed like the stages that advance them (kind - LP_STEP_SHM_IN) */
 enum { CTR_IN = 0, CTR_OUT = 1, CTR_DONE = 2, HEAD = 256, LINE = 64 };
 
 typedef _Atomic uint64_t ctr_t;
@@ -204,14 +205,12 @@ static inline void fence_nt(int nt) {
 #endif
 }
 
-static const int stage_ctr[3] = {CTR_IN, CTR_OUT, CTR_DONE};
-
 int lp_shm_ready(const lp_lane_t *l, size_t k) {
     const lp_args_t *a = l->a;
     const lp_shm_t *s = a->shm;
     const int P = a->size, me = a->rank, st = l->kind - LP_STEP_SHM_IN;
     const uint64_t g = a->shm_base + k;
-    if (atomic_load_explicit(ctr(s, me, stage_ctr[st]), memory_order_relaxed) != g) return 0;
+    if (atomic_load_explicit(ctr(s, me, st), memory_order_relaxed) != g) return 0;
     /* in: round g - 2 has left my slot (every peer's done >= g - 1); red: the peers' inputs
      * of round g (in >= g + 1); gather: the peers' results of round g (out >= g + 1) */
     const int wait = st == 0 ? CTR_DONE : st == 1 ? CTR_IN : CTR_OUT;
@@ -272,6 +271,6 @@ int lp_shm_step(const lp_lane_t *l, size_t k) {
         }
     }
     fence_nt(nt);
-    atomic_store_explicit(ctr(s, me, stage_ctr[st]), g + 1, memory_order_release);
+    atomic_store_explicit(ctr(s, me, st), g + 1, memory_order_release);
     return LP_OK;
 }

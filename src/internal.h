@@ -131,6 +131,15 @@ extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared mem
 #define LP_SHM_MIN_BYTES ((size_t)4096)
 #define LP_SHM_MID_BYTES ((size_t)1 << 20)
 #define LP_SHM_BIG_BYTES ((size_t)32 << 20)
+/* the rule: which node-local transport a ring allreduce of nbytes on host memory takes, given
+ * which ones the communicator has (request.c plans with it, lp_comm_ring_transport reports it) */
+enum { LP_RING_MPI = 0, LP_RING_SHM = 1, LP_RING_CMA = 2 };
+static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes) {
+    if (has_shm && nbytes >= LP_SHM_MIN_BYTES &&
+        (!has_cma || nbytes < LP_SHM_MID_BYTES || nbytes >= LP_SHM_BIG_BYTES))
+        return LP_RING_SHM;
+    return has_cma && nbytes >= LP_CMA_MIN_BYTES ? LP_RING_CMA : LP_RING_MPI;
+}
 /* collective on comm (one node): map a segment on every rank, *out NULL where any rank failed */
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);
 void lp_shm_close(lp_shm_t *s);

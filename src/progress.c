@@ -656,12 +656,7 @@ static int begin(lp_req_t *r) {
 
 int lp_engine_run(lp_req_t *r) {
     int rc;
-    r->phase = 0;
-    r->rc = LP_OK;
-    r->dev_inflight = 0;
-    r->polling = 0;
-    r->state = LP_REQ_ACTIVE;
-    if ((rc = phase_begin(r)) != LP_OK) fail(r, rc);
+    if ((rc = begin(r)) != LP_OK) fail(r, rc);
     while (r->state == LP_REQ_ACTIVE) {         /* alone: no lock, exactly a blocking call */
         if ((rc = advance(r)) != LP_OK) fail(r, rc);
         if (r->state != LP_REQ_ACTIVE) break;

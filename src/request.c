@@ -199,14 +199,9 @@ static int req_plan(lp_req_t *r) {
                                              A->sched->host_only(a))) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
-    } else if (A->sched == &lp_sched_allreduce_ring && a->shm && !a->dev &&
-               a->count * a->esize >= LP_SHM_MIN_BYTES &&
-               (!a->pids || a->count * a->esize < LP_SHM_MID_BYTES ||
-                a->count * a->esize >= LP_SHM_BIG_BYTES)) {
-        r->sched = &lp_sched_ring_shm;              /* shared memory (context.c) */
-    } else if (A->sched == &lp_sched_allreduce_ring && a->pids && !a->dev &&
-               a->count * a->esize >= LP_CMA_MIN_BYTES) {
-        r->sched = &lp_sched_ring_cma;              /* the node-local transport (context.c) */
+    } else if (A->sched == &lp_sched_allreduce_ring && !a->dev) {   /* node-local transports */
+        int t = lp_ring_transport(a->shm != NULL, a->pids != NULL, a->count * a->esize);
+        r->sched = t == LP_RING_SHM ? &lp_sched_ring_shm : t == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
     r->nsched = p.nphases;

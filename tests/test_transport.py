@@ -107,6 +107,8 @@ def test_info_and_explain_say_which_transport(tmp_path):
             "lpmpi.allreduce(np.ones(3)); "
             "e = lpmpi.explain('allreduce', 1 << 20); t = _core.comm_transport(); "
             "assert e.transport.startswith(t[0]) and 'node-local transport' in str(e), e; "
+            "rt = _core.ring_transport(None, 65536); assert (rt == 'mpi') == (t[0] == 'mpi'), rt; "
+            "assert _core.ring_transport(None, 8) == 'mpi'; "
             "import sys; sys.stdout.write('T ' + t[0] + '\\n')")
     for env, want in (({}, None), ({"LPMPI_NODE_TRANSPORT": "mpi"}, "mpi"),
                       ({"MPIR_CVAR_NUM_CLIQUES": "2"}, "mpi")):
