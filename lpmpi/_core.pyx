@@ -1605,11 +1605,17 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "off: one rank", "off: not Linux",
            "in use: a shared-memory segment of the ranks of this node, synchronised by counters in "
            f"it, for the ring allreduce on host memory, from {_SHM_MIN}",
-           "off: the shared-memory segment could not be made (LPMPI_NODE_TRANSPORT=shm)",
+           "off: the shared-memory segment could not be made (no room in /dev/shm?; "
+           "LPMPI_NODE_TRANSPORT=shm)",
            "in use: for the ring allreduce on host memory, a shared-memory segment of the ranks of "
            f"this node (from {_SHM_MIN} to {_MID} and from {_BIG}) and single-copy reads "
-           "(process_vm_readv) between")
-_NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma"}
+           "(process_vm_readv) between",
+           "in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
+           f"ring allreduce on host memory, from {_CMA_MIN}; the shared-memory segment could not "
+           "be made (no room in /dev/shm?)",
+           "off: the shared-memory segment could not be made (no room in /dev/shm?), and "
+           "process_vm_readv between the ranks was refused (ptrace permissions)")
+_NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma", 9: "cma"}
 
 def ring_transport(comm=None, size_t nbytes=0):
     """The transport a ring allreduce of nbytes on host memory uses on comm: "shm", "cma" or

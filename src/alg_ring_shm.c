@@ -71,6 +71,15 @@ static size_t slot_for(int P) {
     return s & ~(size_t)4095;
 }
 
+#if defined(__linux__)
+/* 0 when the file's pages are allocated (posix_fallocate; where the file system cannot do it,
+ * EOPNOTSUPP/EINVAL, the segment is still used, as before the check) */
+static int reserve(int fd, size_t bytes) {
+    int e = posix_fallocate(fd, 0, (off_t)bytes);
+    return e == 0 || e == EOPNOTSUPP || e == EINVAL ? 0 : -1;
+}
+#endif
+
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out) {
     int rc = LP_OK, ok = 0;
     *out = NULL;
@@ -91,7 +100,11 @@ int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out) {
         snprintf(hdr.name, sizeof hdr.name, "/lpmpi-%ld-%u-%lx", (long)getpid(),
                  atomic_fetch_add(&made, 1), (unsigned long)t.tv_nsec);
         fd = shm_open(hdr.name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd >= 0 && ftruncate(fd, (off_t)s->bytes) == 0) hdr.ok = 1;
+        /* the pages are reserved now: a tmpfs without room for them (a container's small
+         * /dev/shm) refuses here, and the transport is not used, instead of a SIGBUS at the
+         * first store into a page it cannot supply */
+        if (fd >= 0 && ftruncate(fd, (off_t)s->bytes) == 0 && reserve(fd, s->bytes) == 0) hdr.ok = 1;
+        if (fd >= 0 && !hdr.ok) shm_unlink(hdr.name);
     }
     LP_MPI(MPI_Bcast(&hdr, (int)sizeof hdr, MPI_BYTE, 0, comm));
     if (rank != 0 && hdr.ok && s) fd = shm_open(hdr.name, O_RDWR, 0);

@@ -311,7 +311,10 @@ static int node_transport(lp_ctx_t *ctx) {
     }
 #endif
     LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &cma_why, 1, MPI_INT, MPI_MAX, ctx->comm));
-    ctx->nt_why = ctx->shm ? (cma_why == LP_NT_CMA ? LP_NT_BOTH : LP_NT_SHM) : cma_why;
+    if (ctx->shm) ctx->nt_why = cma_why == LP_NT_CMA ? LP_NT_BOTH : LP_NT_SHM;
+    else if (allow & ALLOW_SHM)                    /* the segment was tried and refused */
+        ctx->nt_why = cma_why == LP_NT_CMA ? LP_NT_CMA_NOSHM : LP_NT_OFF_PERM_NOSHM;
+    else ctx->nt_why = cma_why;
     if (cma_why == LP_NT_CMA) {
         if (!(ctx->pids = malloc((size_t)P * sizeof *ctx->pids))) {
             rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport");

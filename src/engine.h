@@ -94,7 +94,8 @@ struct lp_ctx {
 
 /* why (not): 0, 6 and 8 in use; the others off */
 enum { LP_NT_CMA = 0, LP_NT_OFF_ENV = 1, LP_NT_OFF_NODES = 2, LP_NT_OFF_PERM = 3, LP_NT_OFF_ONE = 4,
-       LP_NT_OFF_OS = 5, LP_NT_SHM = 6, LP_NT_OFF_SHM = 7, LP_NT_BOTH = 8 };
+       LP_NT_OFF_OS = 5, LP_NT_SHM = 6, LP_NT_OFF_SHM = 7, LP_NT_BOTH = 8,
+       LP_NT_CMA_NOSHM = 9, LP_NT_OFF_PERM_NOSHM = 10 };
 /* LPMPI_NODE_TRANSPORT (lp_node_transport) */
 enum { LP_NTM_MPI = 0, LP_NTM_AUTO = 1, LP_NTM_SHM = 2, LP_NTM_CMA = 3 };
 

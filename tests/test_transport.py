@@ -120,3 +120,49 @@ def test_info_and_explain_say_which_transport(tmp_path):
         assert rc == 0 and "node-local transport: " in out, out[-3000:]
         if want:
             assert f"node-local transport: {want} (off:" in out, out[-3000:]
+
+
+NO_ROOM = textwrap.dedent("""
+    import sys
+    import numpy as np, lpmpi
+    from lpmpi import _core
+    from mpi4py import MPI
+    w = MPI.COMM_WORLD
+    x = np.random.default_rng(w.rank).standard_normal((1 << 20) + 3).astype(np.float32)
+    y = lpmpi.allreduce(x, algorithm="ring")            # 4 MiB: the transport's sizes
+    z = lpmpi.allreduce(x, algorithm="ring", chunk_bytes=4096)
+    assert y.tobytes() == z.tobytes()
+    want = w.allreduce(x.astype(np.float64), op=MPI.SUM)
+    assert np.allclose(y, want, rtol=1e-5, atol=1e-5)
+    name, why = _core.comm_transport()
+    if w.rank == 0:
+        sys.stdout.write(f"T {name} | {why}\\n")
+    """)
+
+
+def _small_dev_shm(size: str) -> list[str]:
+    """A command prefix running the rest with a private /dev/shm of `size` (a new mount
+    namespace), as in a container whose /dev/shm is small."""
+    return ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec "$@"', "sh"]
+
+
+@pytest.mark.parametrize("nt", ["auto", "shm"])
+def test_no_room_in_dev_shm_falls_back_instead_of_crashing(nt):
+    """A /dev/shm too small for the segment (3 MiB: MPICH's own segment fits, lpmpi's 4 MiB at
+    P = 2 does not): the pages are reserved when the segment is made, so the transport is
+    refused there and the ring runs over single-copy reads or MPI, with the right result; before,
+    the first store into a page tmpfs could not supply killed the ranks with SIGBUS."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("unshare") or subprocess.run(_small_dev_shm("1m") + ["true"], capture_output=True,
+                                                     timeout=30).returncode != 0:
+        pytest.skip("cannot mount a private /dev/shm here (unshare -m and mount need CAP_SYS_ADMIN)")
+    cmd = _small_dev_shm("3m") + [mpiexec(), "-n", "2", sys.executable, "-c", NO_ROOM]
+    rc, out, _ = run(cmd, child_env({"LPMPI_NODE_TRANSPORT": nt}), 120)
+    assert rc == 0, out[-4000:]
+    line = [ln for ln in out.splitlines() if ln.startswith("T ")]
+    assert line, out[-3000:]
+    name, why = line[0][2:].split(" | ")
+    assert "could not be made" in why, why
+    assert name == ("mpi" if nt == "shm" else "cma") or (nt == "auto" and name == "mpi" and "refused" in why), why
