@@ -51,6 +51,12 @@ DIGEST = textwrap.dedent("""
     # from 32 MiB the shared-memory transport writes the result with non-temporal stores
     big = np.random.default_rng(w.rank).standard_normal((32 << 20) // 4 + 3).astype(np.float32)
     h.update(lpmpi.allreduce(big, algorithm="ring").tobytes())
+    # float64 there too (its one-pass sum with streaming stores), into a recvbuf off the
+    # vector alignment
+    bigd = np.random.default_rng(w.rank + 9).standard_normal((32 << 20) // 8 + 5)
+    outd = np.empty(bigd.size + 1)[1:]
+    lpmpi.allreduce(bigd, outd, algorithm="ring")
+    h.update(outd.tobytes())
     d = w.allgather(h.hexdigest())
     assert len(set(d)) == 1, d
     if w.rank == 0:
