@@ -23,11 +23,15 @@
  *   shm       copy through shared slots: copy the part the peer owns into my slot, fold the
  *             peer's slot with my input into my output and my result slot, copy the peer's
  *             result slot into my output (lpmpi's alg_ring_shm.c; MPI libraries' shared-memory
- *             collectives move bytes the same way). */
+ *             collectives move bytes the same way).
+ *   shm-nt    shm, with the result streamed to the output (non-temporal stores, SSE2) from the
+ *             fold's registers, which also store it plainly into my result slot, and the gather
+ *             streaming too (lpmpi's shm from 32 MiB). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +40,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
-enum { DIRECT, CMA, CMA_BULK, SHM, NDESIGN };
-static const char *names[NDESIGN] = {"direct", "cma", "cma-bulk", "shm"};
+enum { DIRECT, CMA, CMA_BULK, SHM, SHM_NT, NDESIGN };
+static const char *names[NDESIGN] = {"direct", "cma", "cma-bulk", "shm", "shm-nt"};
 
 typedef struct { _Alignas(64) atomic_long c; } ctr_t;
 static ctr_t *ctr;           /* one counter per rank, in shared memory */
@@ -71,6 +78,30 @@ static void cma(pid_t pid, void *dst, const void *src, size_t len) {
 }
 static void fold(float *o, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) o[i] = a[i] + b[i];
+}
+
+/* o = a + b streamed (where 16-byte aligned, with SSE2), r = the same, plainly; then copy */
+static void fold_nt(float *o, float *r, const float *a, const float *b, size_t n) {
+    size_t i = 0;
+#if defined(__SSE2__)
+    for (; i < n && ((uintptr_t)(o + i) & 15); i++) r[i] = o[i] = a[i] + b[i];
+    for (; i + 4 <= n; i += 4) {
+        __m128 v = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
+        _mm_stream_ps(o + i, v);
+        _mm_storeu_ps(r + i, v);
+    }
+    _mm_sfence();
+#endif
+    for (; i < n; i++) r[i] = o[i] = a[i] + b[i];
+}
+static void copy_nt(float *o, const float *s, size_t n) {
+    size_t i = 0;
+#if defined(__SSE2__)
+    for (; i < n && ((uintptr_t)(o + i) & 15); i++) o[i] = s[i];
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(o + i, _mm_loadu_ps(s + i));
+    _mm_sfence();
+#endif
+    for (; i < n; i++) o[i] = s[i];
 }
 
 int main(int argc, char **argv) {
@@ -140,6 +171,13 @@ int main(int argc, char **argv) {
                             cma(pp, out + po, pout + po, h * 4);
                         }
                         break;
+                    case SHM_NT:
+                        memcpy(myin, in + po + lo, m * 4);
+                        sync_peer();
+                        fold_nt(out + mo + lo, myres, in + mo + lo, pslot_in, m);
+                        sync_peer();
+                        copy_nt(out + po + lo, pslot_res, m);
+                        break;
                     case SHM:
                         memcpy(myin, in + po + lo, m * 4);
                         sync_peer();
@@ -149,9 +187,9 @@ int main(int argc, char **argv) {
                         memcpy(out + po + lo, pslot_res, m * 4);
                         break;
                     }
-                    if (d == SHM) sync_peer();          /* the chunk's slots are free again */
+                    if (d == SHM || d == SHM_NT) sync_peer();   /* the chunk's slots are free again */
                 }
-                if (d != SHM) sync_peer();              /* the peer has read my buffers */
+                if (d != SHM && d != SHM_NT) sync_peer();   /* the peer has read my buffers */
             }
             double t = (now() - t0) / (double)calls;
             res[((size_t)rd * NDESIGN + (size_t)d) * 2 + (size_t)me] = t;

@@ -58,5 +58,5 @@ def test_floor_program_builds_and_its_designs_agree(tmp_path):
         pytest.skip("process_vm_readv is refused here (ptrace permissions): its cma designs cannot run")
     assert p.returncode == 0, p.stdout + p.stderr
     rows = [line.split()[0] for line in p.stdout.splitlines() if not line.startswith("#")]
-    assert rows == ["direct", "cma", "cma-bulk", "shm"], p.stdout
+    assert rows == ["direct", "cma", "cma-bulk", "shm", "shm-nt"], p.stdout
     assert subprocess.run([str(exe), "8"], capture_output=True, timeout=30).returncode == 2
