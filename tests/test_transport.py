@@ -50,7 +50,11 @@ DIGEST = textwrap.dedent("""
         h.update(y.tobytes())
     # from 32 MiB the shared-memory transport writes the result with non-temporal stores
     big = np.random.default_rng(w.rank).standard_normal((32 << 20) // 4 + 3).astype(np.float32)
-    h.update(lpmpi.allreduce(big, algorithm="ring").tobytes())
+    yb = lpmpi.allreduce(big, algorithm="ring")
+    h.update(yb.tobytes())
+    zb = big.copy()                                     # in place: plain stores there
+    lpmpi.allreduce(lpmpi.IN_PLACE, zb, algorithm="ring")
+    assert zb.tobytes() == yb.tobytes()
     # float64 there too (its one-pass sum with streaming stores), into a recvbuf off the
     # vector alignment
     bigd = np.random.default_rng(w.rank + 9).standard_normal((32 << 20) // 8 + 5)
