@@ -72,11 +72,6 @@ static void tree_bcast(lp_req_t *r, const lp_args_t *a, char *buf, int root) {
 }
 
 /* ---- bcast ---- */
-static int bcast_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
-    (void)r; (void)a;
-    p->nphases = 1;
-    return LP_OK;
-}
 static int bcast_phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     tree_bcast(r, a, a->rbuf, a->root);
@@ -113,6 +108,6 @@ static int allreduce_phase(lp_req_t *r, const lp_args_t *a, int i) {
     return LP_OK;
 }
 
-const lp_sched_t lp_sched_bcast_mst = {bcast_plan, bcast_phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_bcast_mst = {lp_plan_one_phase, bcast_phase, NULL, NULL, NULL};
 const lp_sched_t lp_sched_reduce_mst = {reduce_plan, reduce_phase, NULL, NULL, NULL};
 const lp_sched_t lp_sched_allreduce_mst = {allreduce_plan, allreduce_phase, NULL, NULL, NULL};

@@ -155,12 +155,6 @@ static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
 
 /* ---- the schedule: one phase, a NATIVE lane over the pieces of the message (each at most the
  * largest MPI message, element-wise ops allow it) and, for AVG, a SCALE lane after it ---- */
-static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
-    (void)r; (void)a;
-    p->nphases = 1;
-    return LP_OK;
-}
-
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
@@ -263,6 +257,6 @@ cleanup:
 #endif
 }
 
-const lp_sched_t lp_sched_allreduce_native = {plan, phase, host_only, init, NULL};
-const lp_sched_t lp_sched_reduce_native = {plan, phase, host_only, init, NULL};
-const lp_sched_t lp_sched_bcast_native = {plan, phase, host_only, init, NULL};
+const lp_sched_t lp_sched_allreduce_native = {lp_plan_one_phase, phase, host_only, init, NULL};
+const lp_sched_t lp_sched_reduce_native = {lp_plan_one_phase, phase, host_only, init, NULL};
+const lp_sched_t lp_sched_bcast_native = {lp_plan_one_phase, phase, host_only, init, NULL};

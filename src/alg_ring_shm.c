@@ -159,11 +159,6 @@ size_t lp_shm_rounds(const lp_args_t *a) {
     return (len + c - 1) / c;
 }
 
-static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
-    (void)r; (void)a;
-    p->nphases = 1;
-    return LP_OK;
-}
 
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
@@ -176,7 +171,7 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     return LP_OK;
 }
 
-const lp_sched_t lp_sched_ring_shm = {plan, phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_ring_shm = {lp_plan_one_phase, phase, NULL, NULL, NULL};
 
 /* ---- the steps (progress.c) ---- */
 

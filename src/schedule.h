@@ -113,6 +113,8 @@ typedef struct {
     int (*init)(lp_req_t *r, const struct lp_args *a);
     void (*fini)(lp_req_t *r);
 } lp_sched_t;
+/* a plan of one phase and no memory (a schedule's plan where it needs nothing else) */
+int lp_plan_one_phase(lp_req_t *r, const struct lp_args *a, lp_plan_t *p);
 
 /* ---- building a phase (schedule.c) ----
  * Each adds a lane to the phase being built and returns it; chunk bytes cb (0: one chunk for
