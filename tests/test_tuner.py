@@ -2,6 +2,8 @@
 real tuning run at P = 2 whose table "auto" then uses, and resuming after an interruption
 (a clean stop and a kill -9 of rank 0 with a trial running) without repeating finished trials."""
 import json
+import os
+import signal
 import sys
 
 import optuna  # in the test extra
@@ -166,6 +168,38 @@ def test_stale_running_trial_is_failed_and_requeued(tmp_path):
     assert bs2.ask() == Config("lp", 4096)                    # the interrupted one comes again
     with pytest.raises(RuntimeError, match="another"):
         BucketStudy.open(optuna.storages.RDBStorage(url), name, space, 3, 0, 1.5, 4, "Open MPI")
+
+
+def test_ctrl_c_inside_a_storage_write_waits_for_it_then_interrupts(tmp_path, monkeypatch):
+    """Ctrl-C landing inside SQLAlchemy/sqlite3 could leave a transaction open and the database
+    locked, so that marking the running trial failed then failed ("database is locked", seen in
+    CI).  The write finishes first, the KeyboardInterrupt comes after, and the storage takes the
+    abandon at once."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    space = Space.of("bcast", 1 << 16)
+    name = study_name("bcast", "host", 2, "float32", "sum", 1 << 16)
+    storage = optuna.storages.RDBStorage(url)
+    bs = BucketStudy.open(storage, name, space, 3, 0, 1.5, 4, "MPICH X")
+    bs.enqueue([Config("native"), Config("lp", 4096)])
+    cfg = bs.ask()
+    real = storage.set_trial_state_values
+    handler = signal.getsignal(signal.SIGINT)
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)              # Ctrl-C in the middle of the write
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(storage, "set_trial_state_values", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        bs.tell(cfg, 1e-3, False, 5)
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGINT) is handler   # restored
+    assert list(bs.measured) == [cfg]                    # the write was not cut short
+    assert bs.ask() == Config("lp", 4096)
+    bs.abandon()                                         # the storage is not left locked
+    states = [t.state for t in optuna.load_study(study_name=name, storage=url).get_trials()]
+    assert states.count(TrialState.COMPLETE) == 1 and states.count(TrialState.FAIL) == 1
+    assert states.count(TrialState.RUNNING) == 0
 
 
 def _row(label, us, alg=None, chunk=None, selected=None):

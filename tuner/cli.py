@@ -250,7 +250,11 @@ def _run(comm: Any, argv: list[str]) -> int:
         return EXIT_STOPPED
     except KeyboardInterrupt:
         if rank == 0:
-            tuner.abandon()   # the running trial marked FAIL and queued again: a rerun repeats it
+            try:
+                tuner.abandon()   # the running trial marked FAIL and queued again: a rerun repeats it
+            except Exception as exc:  # noqa: BLE001 - the rerun's open fails it anyway
+                say(f"# could not mark the running trial failed ({type(exc).__name__}: {exc}); "
+                    "the rerun will, when it opens the study")
         raise
     for line in summary(results):
         say(line)

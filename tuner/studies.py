@@ -8,10 +8,14 @@ time drives a storage: it is marked FAIL and its configuration queued again, so 
 """
 from __future__ import annotations
 
+import functools
+import signal
+import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -22,6 +26,49 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DUPLICATE_ATTR = "duplicate_of"
 CHOICE_ATTR = "choice"
 LIBRARY_ATTR = "mpi_library"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_held = threading.local()
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back while the storage is read or written, and raise it on leaving.
+
+    A KeyboardInterrupt raised inside SQLAlchemy/sqlite3 can leave a connection with its
+    transaction open: SQLite keeps that connection's lock, and the abandon that follows (marking
+    the running trial FAIL) fails with "database is locked" after the busy timeout.  Nested uses
+    hold once; outside the main thread (where signal handlers cannot be set) it does nothing."""
+    outer = not getattr(_held, "depth", 0) and threading.current_thread() is threading.main_thread()
+    if not outer or signal.getsignal(signal.SIGINT) is None:     # None: a handler set outside Python
+        _held.depth = getattr(_held, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            _held.depth -= 1
+        return
+    pending: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(frame))
+    _held.depth = 1
+    try:
+        yield
+    finally:
+        _held.depth = 0
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        if callable(previous):
+            previous(signal.SIGINT, pending[0])       # Python's default handler raises KeyboardInterrupt
+        elif previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+
+
+def _storage_access(method: _F) -> _F:
+    """A method that reads or writes the storage runs with Ctrl-C held (``interrupts_held``)."""
+    @functools.wraps(method)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        with interrupts_held():
+            return method(*args, **kwargs)
+    return held  # type: ignore[return-value]
 
 
 class FarFromBestPruner(optuna.pruners.BasePruner):
@@ -77,6 +124,7 @@ class BucketStudy:
     storage: optuna.storages.BaseStorage | None = None
 
     @classmethod
+    @_storage_access
     def open(cls, storage: optuna.storages.BaseStorage, name: str, space: Space, budget: int,
              seed: int, prune_factor: float, startup: int, library: str) -> BucketStudy:
         """Create or load a study; fail and re-queue stale RUNNING trials."""
@@ -120,12 +168,14 @@ class BucketStudy:
         baseline = NATIVE not in self.space.algorithms or Config(NATIVE) in self.measured
         return baseline and self.counted >= self.budget
 
+    @_storage_access
     def enqueue(self, configs: list[Config]) -> None:
         """Queue configurations to be asked first (once: skipped if already in the study)."""
         for cfg in configs:
             if cfg not in self.measured:
                 self.study.enqueue_trial(self.space.params(cfg), skip_if_exists=True)
 
+    @_storage_access
     def ask(self, max_duplicates: int = 50) -> Config | None:
         """The next configuration to measure, or None when the budget is spent.  A suggestion
         already measured is told its earlier value at once (no measurement, not counted)."""
@@ -142,12 +192,14 @@ class BucketStudy:
             self.current = None
         return None  # the sampler keeps proposing measured points: the space is exhausted
 
+    @_storage_access
     def should_prune(self, seconds: float, step: int) -> bool:
         """Report an intermediate time of the current trial; True to stop it."""
         assert self.current is not None
         self.current.report(seconds, step)
         return self.current.should_prune()
 
+    @_storage_access
     def tell(self, cfg: Config, seconds: float, pruned: bool, reps: int) -> FrozenTrial:
         """Record the current trial's result."""
         trial, self.current = self.current, None
@@ -160,6 +212,7 @@ class BucketStudy:
         self.measured[cfg] = frozen
         return frozen
 
+    @_storage_access
     def abandon(self) -> None:
         """Mark the current trial FAIL (interrupted) and queue it again, so that a rerun
         measures it; any other trial left RUNNING (cut short while being asked) is failed too."""
@@ -182,12 +235,14 @@ class BucketStudy:
         r = self.ranked()
         return r[0] if r else None
 
+    @_storage_access
     def stored_choice(self) -> Mapping[str, Any] | None:
         """The verified choice of an earlier run, if nothing was measured since."""
         c = self.study.user_attrs.get(CHOICE_ATTR)
         return c if isinstance(c, dict) and c.get("measured") == len(self.measured) else None
 
 
+    @_storage_access
     def store_choice(self, choice: Mapping[str, Any]) -> None:
         self.study.set_user_attr(CHOICE_ATTR, {**choice, "measured": len(self.measured)})
 
