@@ -123,13 +123,17 @@ int lp_cma_gather(const lp_lane_t *l);
 typedef struct lp_shm { int P; size_t slot, stride, bytes; char *base; } lp_shm_t;
 extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared memory */
 /* from this message size up (below, ring over MPI's two messages cost less than its rounds);
- * where single-copy reads are usable too, they take [LP_SHM_MID_BYTES, LP_SHM_BIG_BYTES): there
- * the peer's bytes come faster from memory by the kernel's copy than from the peer's caches
- * through the slots (P = 2 here, ring 256 KiB chunks, LPMPI_NODE_TRANSPORT=shm|cma alternated:
- * 1 MiB 135-138 against 124-131 us, 16 MiB 2.35 against 1.75-1.76 ms; 512 KiB 51-53 against
- * 53-54 us; 32 MiB 5.03-5.06 against 5.22-5.42 ms; 64 MiB 11.1-11.3 against 12.8 ms) */
+ * where single-copy reads are usable too, they take [LP_SHM_MID_BYTES, LP_SHM_BIG_BYTES).
+ * Measured with the inputs rewritten before each call, as a training step or a solver does
+ * (P = 2, `lpmpi-bench --forms blocking,inplace --fresh-input --algorithms auto`, builds
+ * alternated 4 times, docs/performance.md): the slots are faster below 3 MiB (1 MiB 181 -> 148
+ * us, in place 151 -> 115; 2.5 MiB 416 -> 400, 377 -> 327), single-copy reads from 3 MiB (3 MiB
+ * 447 against 476 us) to 32 MiB (in place 24 MiB 2.98 against 3.35 ms), then the slots again
+ * (ring at 64 MiB: in place 10.1 against 13.3 ms, out of place, results streamed, 11.4 against
+ * 16.7).  Calling again on the same unchanged input (a plain benchmark loop) favours the
+ * single-copy reads, which then find the peer's input in its caches: 1 MiB 134 against 144 us. */
 #define LP_SHM_MIN_BYTES ((size_t)4096)
-#define LP_SHM_MID_BYTES ((size_t)1 << 20)
+#define LP_SHM_MID_BYTES ((size_t)3 << 20)
 #define LP_SHM_BIG_BYTES ((size_t)32 << 20)
 /* the rule: which node-local transport a ring allreduce of nbytes on host memory takes, given
  * which ones the communicator has (request.c plans with it, lp_comm_ring_transport reports it) */
