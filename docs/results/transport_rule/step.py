@@ -1,8 +1,16 @@
 """A training-like step: write the input (untimed), allreduce out of place (algorithm ring, the
-pick at these sizes), then read the result (y.sum()).  Median over reps of the slowest rank."""
-import sys, time, numpy as np
+pick at these sizes), then read the result (y.sum()).  Median over reps of the slowest rank.
+
+    mpiexec -n 2 python step.py 1,2,12,16,20,24,28 30 TAG    # sizes in MiB, reps, a label
+"""
+import sys
+import time
+
+import numpy as np
 from mpi4py import MPI
+
 import lpmpi
+
 comm = MPI.COMM_WORLD; r = comm.Get_rank()
 sizes = [int(float(s) * (1 << 20)) for s in sys.argv[1].split(",")]
 reps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -18,7 +26,6 @@ for n in sizes:
         t1 = time.perf_counter()
         s = float(y.sum(dtype=np.float32))      # the optimizer reads the result
         t2 = time.perf_counter()
-        a = comm.allreduce(np.array([t1 - t0, t2 - t0]), op=MPI.MAX) if False else None
         c = comm.allreduce(t1 - t0, op=MPI.MAX); st = comm.allreduce(t2 - t0, op=MPI.MAX)
         if k >= 3:
             call.append(c); step.append(st)
