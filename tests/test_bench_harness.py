@@ -52,12 +52,12 @@ def test_prepared_call_runs_its_before_untimed():
 
     def before() -> None:
         events.append("before")
-        time.sleep(0.02)
+        time.sleep(0.1)
 
     call = harness.Prepared(lambda: events.append("call"), before)
     [t] = harness.measure(MPI.COMM_SELF, [call], 3, warmup=0)
     assert events == ["before", "call"] * 4                   # the warm-up and 3 timed repetitions
-    assert t.max < 0.01, t.seconds                            # the sleep is not in the time
+    assert t.max < 0.05, t.seconds          # the sleep is not in the time (margin for a busy machine)
     assert call() is None and events[-1] == "call" and events[-2] == "call"
 
 
