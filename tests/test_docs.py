@@ -53,10 +53,10 @@ def test_floor_program_builds_and_its_designs_agree(tmp_path):
     assert cc, "a C compiler (lpmpi's own build needs one)"
     exe = tmp_path / "floor_p2"
     subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "docs" / "floor_p2.c")], check=True, timeout=120)
-    p = subprocess.run([str(exe), "65536", "16384", "2"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([str(exe), "65536", "16384", "2"], capture_output=True, text=True, timeout=120, check=False)
     if p.returncode == 3:
         pytest.skip("process_vm_readv is refused here (ptrace permissions): its cma designs cannot run")
     assert p.returncode == 0, p.stdout + p.stderr
     rows = [line.split()[0] for line in p.stdout.splitlines() if not line.startswith("#")]
     assert rows == ["direct", "cma", "cma-bulk", "shm", "shm-nt"], p.stdout
-    assert subprocess.run([str(exe), "8"], capture_output=True, timeout=30).returncode == 2
+    assert subprocess.run([str(exe), "8"], capture_output=True, timeout=30, check=False).returncode == 2

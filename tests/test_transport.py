@@ -2,6 +2,7 @@
 the ranks of one node): the contract with it on and off (LPMPI_NODE_TRANSPORT=mpi), the same
 bits as ring over MPI, what info and explain say, and the fallback where it is unavailable
 (several emulated nodes, one rank)."""
+import shutil
 import sys
 import textwrap
 
@@ -119,6 +120,9 @@ def test_info_and_explain_say_which_transport(tmp_path):
             "assert e.transport.startswith(t[0]) and 'node-local transport' in str(e), e; "
             "rt = _core.ring_transport(None, 65536); assert (rt == 'mpi') == (t[0] == 'mpi'), rt; "
             "assert _core.ring_transport(None, 8) == 'mpi'; "
+            # the size rule where both are in use (internal.h, lp_ring_transport)
+            "rule = [_core.ring_transport(None, n << 20, ip) for n in (1, 8, 28, 32) for ip in (0, 1)]; "
+            "assert t[0] != 'shm+cma' or rule == ['shm', 'shm', 'cma', 'cma', 'shm', 'cma', 'shm', 'shm'], rule; "
             "import sys; sys.stdout.write('T ' + t[0] + '\\n')")
     for env, want in (({}, None), ({"LPMPI_NODE_TRANSPORT": "mpi"}, "mpi"),
                       ({"MPIR_CVAR_NUM_CLIQUES": "2"}, "mpi")):
@@ -130,6 +134,50 @@ def test_info_and_explain_say_which_transport(tmp_path):
         assert rc == 0 and "node-local transport: " in out, out[-3000:]
         if want:
             assert f"node-local transport: {want} (off:" in out, out[-3000:]
+
+
+CALLS = textwrap.dedent("""
+    import sys
+    import numpy as np, lpmpi
+    from mpi4py import MPI
+    x = np.full((28 << 20) // 4, MPI.COMM_WORLD.rank + 1, np.float32)   # 28 MiB
+    lpmpi.allreduce(np.ones(3))                     # prepares the communicator (probes included)
+    if sys.argv[1] == "inplace":
+        lpmpi.allreduce(lpmpi.IN_PLACE, x, algorithm="ring")
+    else:
+        x = lpmpi.allreduce(x, algorithm="ring")
+    assert (x == 3).all()
+    """)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_28_mib_in_place_reads_single_copy_and_out_of_place_takes_the_slots(tmp_path):
+    """At 28 MiB the rule differs by form: in place the single-copy reads (process_vm_readv of
+    the peer's data), out of place the shared-memory slots (no such read after the probes)."""
+    script = tmp_path / "calls.py"
+    script.write_text(CALLS)
+    reads = {}
+    for form in ("inplace", "out"):
+        trace = tmp_path / f"trace.{form}"
+        cmd = [mpiexec(), "-n", "2", "strace", "-f", "-qq", "-e", "trace=process_vm_readv", "-s", "0",
+               "-o", str(trace), sys.executable, str(script), form]
+        rc, out, _ = run(cmd, child_env(), 120)
+        if rc != 0 and "ptrace" in out.lower():
+            pytest.skip(f"strace cannot trace here: {out[-300:]}")
+        assert rc == 0, out[-3000:]
+        lines = [ln for f in tmp_path.glob(f"trace.{form}*") for ln in f.read_text().splitlines()]
+        # the probes read 8-16 bytes; a transfer reads at least a slot's worth
+        reads[form] = sum(1 for ln in lines if "process_vm_readv(" in ln and _read_bytes(ln) >= 4096)
+    assert reads["inplace"] > 0 and reads["out"] == 0, reads
+
+
+def _read_bytes(line: str) -> int:
+    """The return value (bytes read) of one strace line, -1 where it failed or is unfinished."""
+    tail = line.rsplit("=", 1)
+    try:
+        return int(tail[1].split()[0]) if len(tail) == 2 else -1
+    except ValueError:
+        return -1
 
 
 NO_ROOM = textwrap.dedent("""
@@ -162,11 +210,10 @@ def test_no_room_in_dev_shm_falls_back_instead_of_crashing(nt):
     P = 2 does not): the pages are reserved when the segment is made, so the transport is
     refused there and the ring runs over single-copy reads or MPI, with the right result; before,
     the first store into a page tmpfs could not supply killed the ranks with SIGBUS."""
-    import shutil
     import subprocess
 
     if not shutil.which("unshare") or subprocess.run(_small_dev_shm("1m") + ["true"], capture_output=True,
-                                                     timeout=30).returncode != 0:
+                                                     timeout=30, check=False).returncode != 0:
         pytest.skip("cannot mount a private /dev/shm here (unshare -m and mount need CAP_SYS_ADMIN)")
     cmd = _small_dev_shm("3m") + [mpiexec(), "-n", "2", sys.executable, "-c", NO_ROOM]
     rc, out, _ = run(cmd, child_env({"LPMPI_NODE_TRANSPORT": nt}), 120)
