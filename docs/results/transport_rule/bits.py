@@ -1,7 +1,12 @@
 """Bits of ring at sizes around the transport boundaries, every form, hashed (rank 0 prints). Usage: mpiexec -n P python bits.py"""
-import hashlib, sys, numpy as np, lpmpi
-from lpmpi import _core
+import hashlib
+
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+from lpmpi import _core
+
 w = MPI.COMM_WORLD
 h = hashlib.sha256()
 for mib, dt in ((1, np.float32), (2.5, np.float32), (26, np.float32), (26, np.float64), (30, np.float32)):
