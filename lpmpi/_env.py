@@ -42,8 +42,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_PROGRESS_THREAD", "0|1", ("start the background progress thread at import: it advances "
      "nonblocking and persistent requests while the program computes (needs MPI_THREAD_MULTIPLE)")),
     ("LPMPI_NODE_TRANSPORT", "auto|shm|cma|mpi", ("between ranks of one node, for the ring allreduce: "
-     "auto (default) uses lpmpi's shared-memory transport where it works, else single-copy "
-     "process_vm_readv reads; shm or cma only that one; mpi keeps MPI point-to-point")),
+     "auto (default) uses lpmpi's shared-memory transport and single-copy process_vm_readv reads, "
+     "each at the sizes where it measured faster (either alone where the other cannot work); "
+     "shm or cma only that one; mpi keeps MPI point-to-point")),
 )
 
 _FALSE = ("", "0", "false", "no", "off")
