@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 
+import numpy as np
 import optuna  # in the test extra
 import pytest
 from _mpi import child_env, mpiexec, run
@@ -202,6 +203,32 @@ def test_ctrl_c_inside_a_storage_write_waits_for_it_then_interrupts(tmp_path, mo
     assert states.count(TrialState.RUNNING) == 0
 
 
+@pytest.mark.parametrize("collective", ["allreduce", "reduce", "bcast"])
+def test_fresh_input_rewrites_the_input_before_each_timed_call(collective):
+    """With fresh_input (the tuner's default) every configuration's call carries an untimed
+    ``before`` that rewrites this rank's input from its original (bcast: the root's only, the
+    other ranks' buffer being the output); without it, none."""
+    from mpi4py import MPI
+
+    from tuner.measure import Bench
+
+    dt = np.dtype(np.float32)
+    b = Bench(MPI.COMM_SELF, collective, 4096, dt, "sum", root=0, fresh_input=True)
+    call = b.call(Config("native"))
+    send = np.asarray(b.bufs.send)
+    send[:] = -7
+    call.before()
+    assert np.array_equal(send, b.bufs.orig)
+    call()
+    if collective == "bcast":                             # a rank that is not the root
+        b.root = 1
+        assert not hasattr(b.call(Config("native")), "before")
+    plain = Bench(MPI.COMM_SELF, collective, 4096, dt, "sum", fresh_input=False)
+    assert not hasattr(plain.call(Config("native")), "before")
+    assert study_name(collective, "host", 2, "float32", "sum", 4096, (), True) != \
+        study_name(collective, "host", 2, "float32", "sum", 4096)
+
+
 def _row(label, us, alg=None, chunk=None, selected=None):
     from lpmpi.bench import Row
 
@@ -257,6 +284,8 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
     assert t.skipped == [] and t.nprocs == 2 and t.model is not None
     assert {r.collective for r in t.rows} == {"allreduce", "bcast"}
     assert t.tuner["command"].startswith("mpiexec -n 2 lpmpi-tune")
+    assert t.tuner["settings"]["fresh_input"] is True                    # the default measurement
+    assert all("+fresh/" in name for name in choices(db)), list(choices(db))
     for b in t.tuner["buckets"]:                                         # a quarter of the grid
         assert b["measured"] <= max(1, -(-b["grid"] // 4)), b
     expect = {f"{c} {n}": [t.lookup(c, n).algorithm, t.lookup(c, n).chunk_bytes]

@@ -110,6 +110,10 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
                    help="--memory cuda, MPI not CUDA-aware: the staging buffers tried for chunked "
                    f"algorithms (each 1..{engine.STAGING_MAX}; chunks in flight per direction of the staged pipeline; "
                    f"default: {_list_text(STAGING_CHOICES)})")
+    p.add_argument("--fresh-input", action=argparse.BooleanOptionalAction, default=True,
+                   help="rewrite each call's input before it, untimed, as an application writes its "
+                   "input before each call (default); --no-fresh-input times calls on an unchanged "
+                   "input, which can favour transports that find it still in a peer's caches")
     p.add_argument("--warmup", type=int, default=2,
                    help="warm-up repetitions (not counted) before each trial's timed ones")
     p.add_argument("--min-reps", type=int, default=5, help="fewest timed repetitions per trial")
@@ -169,7 +173,7 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
                     a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top,
-                    verify_passes=a.verify_passes, acc_dtype=a.acc_dtype)
+                    verify_passes=a.verify_passes, acc_dtype=a.acc_dtype, fresh_input=a.fresh_input)
 
 
 def _usable_cores() -> int:

@@ -52,6 +52,7 @@ class Settings:
     verify_top: int = 3                # study configurations re-measured against native at the end
     verify_passes: int = 2             # moments the finalists are measured at (2: again after the run)
     acc_dtype: str | None = None       # calls with acc_dtype: part of the dtype (its own studies)
+    fresh_input: bool = True           # the input rewritten before each timed call (its own studies)
 
 
 class Tuner:
@@ -121,7 +122,7 @@ class Tuner:
 
         dtype = self.s.dtype.name + (f"+{self.s.acc_dtype}" if self.s.acc_dtype else "")
         name = study_name(space.collective, self.s.memory, self.nprocs, dtype, self.s.op,
-                          space.nbytes, space.staging)
+                          space.nbytes, space.staging, self.s.fresh_input)
         startup = len(space.algorithms) + 1
         return BucketStudy.open(self.storage, name, space, budget, self.s.seed, self.s.prune_factor,
                                 startup, self.library)
@@ -147,7 +148,7 @@ class Tuner:
             return self._result(space, budget, study, choice, stored["seconds"], stored["native_s"],
                                 reused=True)
         bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root, self.backend,
-                      acc_dtype=self.s.acc_dtype)
+                      acc_dtype=self.s.acc_dtype, fresh_input=self.s.fresh_input)
         baseline = Config(NATIVE) if NATIVE in space.algorithms else Config(space.algorithms[0])
         reps = reps_for(bench.estimate(baseline), self.s.min_time, self.s.min_reps, self.s.max_reps)
         if study is not None:
@@ -237,7 +238,7 @@ class Tuner:
                 continue
             cands = [Config(*c) for c in stored["candidates"]]
             bench = Bench(self.comm, r.collective, r.nbytes, self.s.dtype, self.s.op, self.s.root,
-                          self.backend, acc_dtype=self.s.acc_dtype)
+                          self.backend, acc_dtype=self.s.acc_dtype, fresh_input=self.s.fresh_input)
             again = bench.interleaved(cands, 1, int(stored["reps"]) * max(1, self.s.verify_rounds))
             times = {c: max(t, float(t0)) for c, t, t0 in zip(cands, again, stored["times"])}
             choice, seconds, native_s = decide(times)

@@ -52,26 +52,30 @@ class Bench:
 
     def __init__(self, comm: Any, collective: str, nbytes: int, dtype: np.dtype, op: str,
                  root: int = 0, backend: bench.HostMemory | None = None,
-                 acc_dtype: str | None = None) -> None:
+                 acc_dtype: str | None = None, fresh_input: bool = False) -> None:
         self.comm, self.collective, self.op, self.root = comm, collective, op, root
-        self.acc_dtype = acc_dtype
+        self.acc_dtype, self.fresh_input = acc_dtype, fresh_input
         self.backend = backend if backend is not None else bench.HostMemory()
         count = max(1, nbytes // dtype.itemsize)
         self.bufs = bench.make_buffers(self.backend, collective, count, dtype, op, comm.Get_rank(), root)
 
     def call(self, cfg: Config) -> bench.Call:
         """A no-argument callable running the collective with ``cfg`` (its staging buffers set
-        around each call when it has any)."""
+        around each call when it has any); with ``fresh_input``, the input is rewritten before
+        each timed repetition, untimed, as an application writes it before each call (bcast:
+        the root's)."""
         case = bench.Case(cfg.label, cfg.algorithm, cfg.chunk_bytes)
         fn = bench.make_call(case, self.collective, self.bufs, self.op, self.root, self.comm,
                              acc_dtype=self.acc_dtype)
-        if cfg.staging_buffers is None:
-            return fn
+        if cfg.staging_buffers is not None:
+            plain = fn
 
-        def staged() -> Any:
-            with staging(cfg):
-                return fn()
-        return staged
+            def fn() -> Any:
+                with staging(cfg):
+                    return plain()
+        if self.fresh_input and (self.collective != "bcast" or self.comm.Get_rank() == self.root):
+            return bench.refilled(fn, self.backend, self.bufs.send, self.bufs.orig)
+        return fn
 
     def estimate(self, cfg: Config, rounds: int = 3) -> float:
         """A quick time of ``cfg`` (the fastest of a few repetitions, slowest rank), to size

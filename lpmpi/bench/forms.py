@@ -110,7 +110,7 @@ def _fresh(s: Settings, call: Callable[[], Any], buf: Any, orig: np.ndarray, ran
     (bcast: the root's only; the other ranks' buffer is the output)."""
     if s.collective == "bcast" and rank != s.root:
         return call
-    return harness.Prepared(call, functools.partial(s.backend.copy_from_host, buf, orig))
+    return harness.refilled(call, s.backend, buf, orig)
 
 
 def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case],

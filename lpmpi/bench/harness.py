@@ -19,6 +19,7 @@ measurement there (the tuner prunes a configuration that way).
 """
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import time
@@ -42,6 +43,13 @@ class Prepared:
 
     def __call__(self) -> Any:
         return self.call()
+
+
+def refilled(call: Call, backend: Any, buf: Any, orig: Any) -> Prepared:
+    """``call`` with its input ``buf`` rewritten from the host array ``orig`` (by ``backend``'s
+    ``copy_from_host``) before each timed repetition, untimed: an application writes its input
+    before each call, so the call does not find it where the previous call left it."""
+    return Prepared(call, functools.partial(backend.copy_from_host, buf, orig))
 
 
 DEFAULT_MIN_TIME = 0.4
