@@ -141,7 +141,8 @@ extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared mem
 #define LP_SHM_BIG_BYTES ((size_t)32 << 20)
 #define LP_SHM_BIG_OUT_BYTES ((size_t)24 << 20)
 /* the rule: which node-local transport a ring allreduce of nbytes on host memory takes, in
- * place or not, given which ones the communicator has (request.c plans with it, lp_comm_ring_transport reports it) */
+ * place or not, given which ones the communicator has (request.c plans with it,
+ * lp_comm_ring_transport reports it) */
 enum { LP_RING_MPI = 0, LP_RING_SHM = 1, LP_RING_CMA = 2 };
 static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes, int inplace) {
     const size_t big = inplace ? LP_SHM_BIG_BYTES : LP_SHM_BIG_OUT_BYTES;
