@@ -235,7 +235,7 @@ def test_cuda_tuning_run_on_fake_device_arrays(tmp_path):
     assert doc["tuner"]["settings"]["staging_choices"] == list(STAGING_CHOICES)
     storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-    assert sorted(names) == [f"lpmpi/{c}/cuda+staging2-4-8-16/P2/float32/sum/262144B"
+    assert sorted(names) == [f"lpmpi/{c}/cuda+staging2-4-8-16+fresh/P2/float32/sum/262144B"
                              for c in ("allreduce", "bcast")]
     tried = {t.params.get("lp_staging_buffers") for n in names
              for t in optuna.load_study(study_name=n, storage=storage).get_trials()}
