@@ -233,6 +233,49 @@ def test_fresh_input_needs_forms():
     assert rc == 2 and "--fresh-input applies to --forms" in out, out[-2000:]
 
 
+@pytest.mark.parametrize("args", [["--read-result"], ["--forms", "blocking", "--read-result", "--memory", "cuda"]])
+def test_read_result_needs_forms_on_host_memory(args):
+    rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", *args], child_env(), 60)
+    assert rc == 2 and "--read-result applies to --forms on host memory" in out, out[-2000:]
+
+
+def test_read_result_reads_the_buffer_each_form_leaves_its_result_in():
+    """The result's buffer by collective, form and rank (reduce: the root only), and the call
+    then a read of it, inside the timed call."""
+    import numpy as np
+
+    from lpmpi import bench
+    from lpmpi.bench.forms import _result_of, _then_read
+
+    for coll in ("allreduce", "reduce", "bcast"):
+        s = bench.Settings(coll, np.dtype("float32"), "sum", 0, 1, 3, 0.01, True, bench.HostMemory(),
+                           read_result=True)
+        bufs = bench.make_buffers(s.backend, coll, 1000, s.dtype, s.op, 0, 0)
+        inpl = np.zeros(1000, np.float32)
+        for form in ("blocking", "nonblocking", "persistent", "inplace"):
+            got = _result_of(s, form, bufs, inpl, 0)
+            want = bufs.send if coll == "bcast" else inpl if form == "inplace" else bufs.recv
+            assert got is want, (coll, form)
+        assert (_result_of(s, "blocking", bufs, inpl, 1) is None) == (coll == "reduce")
+    calls = []
+    read = _then_read(lambda: calls.append(1) or "r", np.ones(10, np.float64))
+    assert read() == "r" and calls == [1]
+    plain = lambda: None
+    assert _then_read(plain, None) is plain
+
+
+@pytest.mark.mpi
+def test_forms_run_with_read_result_checks_every_row(tmp_path):
+    js = tmp_path / "forms.json"
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--forms", "blocking,inplace",
+           "--collective", "all", "--algorithms", "auto", "--sizes", "8,64K", "--fresh-input", "--read-result",
+           "--min-time", "0.002", "--warmup", "1", "--no-bandwidth", "--json", str(js)]
+    rc, out, _ = run(cmd, child_env(), 180)
+    assert rc == 0, out[-6000:]
+    rows = json.loads(js.read_text())["rows"]
+    assert len(rows) == 10 and all(r["check"] == "ok" and r["time_us"] > 0 for r in rows), rows
+
+
 @pytest.mark.mpi
 def test_peers_adds_checked_gloo_rows_and_the_speedup(tmp_path):
     """--peers at P = 2: a gloo row per size, checked against native like every row, and the

@@ -69,6 +69,8 @@ class Settings:
     #: the memory-traffic bound (lpmpi.bench.bound) of each size >= BOUND_MIN_BYTES, at the copy
     #: bandwidth measured at that size (off: not asked for, device memory, several nodes)
     bound: bool = False
+    #: --read-result (--forms): read each call's result after it, timed with the call
+    read_result: bool = False
 
 
 @dataclass

@@ -147,6 +147,13 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         "ranks' caches",
     )
     p.add_argument(
+        "--read-result",
+        action="store_true",
+        help="--forms, host memory: after every call, inside its time, read the whole result (as "
+        "the optimizer step reads what the allreduce wrote): a result written past the caches "
+        "(streamed) costs its reader, which the call alone does not show",
+    )
+    p.add_argument(
         "--peers",
         action="store_true",
         help="allreduce, host memory: add rows for torch.distributed's gloo all_reduce on the same "
@@ -197,6 +204,8 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
         p.error(f"--compute: unknown {', '.join(bad) or '(none given)'} (known: {', '.join(COMPUTES)})")
     if args.fresh_input and not args.forms:
         p.error("--fresh-input applies to --forms")
+    if args.read_result and (not args.forms or args.memory != "host"):
+        p.error("--read-result applies to --forms on host memory")
     modes = [m for m in ("compare_grid", "scaling", "forms", "overlap", "node_bytes") if getattr(args, m)]
     if len(modes) > 1:
         p.error("--" + " and --".join(m.replace("_", "-") for m in modes) + " cannot be combined")
@@ -273,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         bound = bool(args.bandwidth and args.memory == "host" and header["nhosts"] == 1)
         s = Settings(collective, dtype, args.op, args.root, args.warmup, args.reps, args.min_time,
-                     args.check, backend, args.fresh_input, bound)
+                     args.check, backend, args.fresh_input, bound, args.read_result)
         if args.compare_grid:
             rows, summaries[collective] = run_compare_grid(comm, s, counts, out)
         elif args.scaling:

@@ -26,6 +26,11 @@ Without it, the out-of-place input is written once and then only read: MPICH's s
 (the previous call wrote it), so at 256 KiB - 1 MiB in place looks slower than it is in a loop
 that computes its input.  docs/performance.md has both measurements.
 
+``--read-result`` (host memory) reads every byte of each call's result right after it, inside
+its time, as an optimizer step reads what its allreduce wrote: a result written past the caches
+(the shared-memory transport streams large out-of-place results) costs its reader, which timing
+the call alone does not show.
+
 Every row's result is checked as in the plain benchmark (the in-place one on a fresh copy of the
 input).  The summary gives each form's time over the blocking out-of-place call's, per case and
 size.
@@ -113,6 +118,29 @@ def _fresh(s: Settings, call: Callable[[], Any], buf: Any, orig: np.ndarray, ran
     return harness.refilled(call, s.backend, buf, orig)
 
 
+def _result_of(s: Settings, form: str, bufs: Any, inplace_buf: Any, rank: int) -> Any:
+    """The buffer a call of ``form`` leaves its result in on this rank (None: no result here,
+    reduce off the root)."""
+    if s.collective == "bcast":
+        return bufs.send
+    if s.collective == "reduce" and rank != s.root:
+        return None
+    return inplace_buf if form == "inplace" else bufs.recv
+
+
+def _then_read(call: Callable[[], Any], result: Any) -> Callable[[], Any]:
+    """``call``, then a read of every byte of ``result`` (host memory), in the same timed call."""
+    if result is None:
+        return call
+    view = np.asarray(result).reshape(-1).view(np.uint8)
+
+    def read() -> Any:
+        out = call()
+        view.max()
+        return out
+    return read
+
+
 def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case],
                    forms: Sequence[str]) -> list[Row]:
     """Every (case, form) of one size, measured together; rows in (case, form) order."""
@@ -154,6 +182,8 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
             except Exception as exc:  # noqa: BLE001 - shown in the row
                 row.error = f"{type(exc).__name__}: {exc}"
             row.error = row.error or harness.probe(comm, call)
+            if row.error is None and s.read_result:
+                call = _then_read(call, _result_of(s, form, bufs, inplace_buf, rank))
             if row.error is None and s.fresh_input:
                 call = _fresh(s, call, inplace_buf if form == "inplace" else bufs.send, bufs.orig,
                               rank)
