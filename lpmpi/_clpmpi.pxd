@@ -106,7 +106,7 @@ cdef extern from "lpmpi.h" nogil:
     long lp_table_mismatches()
     int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node)
     int lp_comm_transport(MPI_Comm comm, int *why)
-    int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int inplace, int *which)
+    int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int *which)
     void lp_node_transport_sizes(size_t *out)
     void lp_set_node_transport(int mode)
     unsigned long long lp_node_bytes(int reset)

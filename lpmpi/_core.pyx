@@ -1595,9 +1595,9 @@ def comm_nodes(comm=None):
     return [int(x) for x in node]
 
 from lpmpi._units import format_bytes as _format_bytes
-cdef size_t _nts[5]
+cdef size_t _nts[4]
 lp_node_transport_sizes(_nts)
-_SHM_MIN, _CMA_MIN, _MID, _BIG, _BIG_OUT = (_format_bytes(int(x)) for x in _nts)
+_SHM_MIN, _CMA_MIN, _MID, _BIG = (_format_bytes(int(x)) for x in _nts)
 _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
            f"ring allreduce on host memory, from {_CMA_MIN}",
            "off: LPMPI_NODE_TRANSPORT=mpi", "off: the communicator spans several nodes",
@@ -1608,8 +1608,8 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "off: the shared-memory segment could not be made (no room in /dev/shm?; "
            "LPMPI_NODE_TRANSPORT=shm)",
            "in use: for the ring allreduce on host memory, a shared-memory segment of the ranks of "
-           f"this node (from {_SHM_MIN} to {_MID}, and from {_BIG_OUT} out of place, {_BIG} in "
-           "place) and single-copy reads (process_vm_readv) between",
+           f"this node (from {_SHM_MIN} to {_MID} and from {_BIG}) and single-copy reads "
+           "(process_vm_readv) between",
            "in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
            f"ring allreduce on host memory, from {_CMA_MIN}; the shared-memory segment could not "
            "be made (no room in /dev/shm?)",
@@ -1617,15 +1617,15 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "process_vm_readv between the ranks was refused (ptrace permissions)")
 _NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma", 9: "cma"}
 
-def ring_transport(comm=None, size_t nbytes=0, bint inplace=False):
-    """The transport a ring allreduce of nbytes on host memory uses on comm, out of place or in
-    place: "shm", "cma" or "mpi" (local; None for a communicator no lpmpi collective ran on yet)."""
+def ring_transport(comm=None, size_t nbytes=0):
+    """The transport a ring allreduce of nbytes on host memory uses on comm: "shm", "cma" or
+    "mpi" (local; None for a communicator no lpmpi collective ran on yet)."""
     cdef MPI_Comm h
     cdef int size = 0, which = 0, rc
     _comm(comm, &h, &size)
     if not lp_comm_ready(h):
         return None
-    rc = lp_comm_ring_transport(h, nbytes, inplace, &which)
+    rc = lp_comm_ring_transport(h, nbytes, &which)
     if rc != LP_OK:
         _raise_status(rc)
     return ("mpi", "shm", "cma")[which]

@@ -179,11 +179,8 @@ const lp_sched_t lp_sched_ring_shm = {lp_plan_one_phase, phase, NULL, NULL, NULL
  * the caches anyway, and a store that bypasses them does not first read the line it writes
  * (3 n bytes of main-memory traffic per rank become 2 n).  Smaller results stay in the caches,
  * where the caller will read them.  (P = 2, ring 256 KiB chunks, `mpiexec -bind-to core -n 2`:
- * 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.)  From where the slots take the
- * out-of-place calls (LP_SHM_BIG_OUT_BYTES in internal.h); with the input rewritten before each
- * call and the result read after it (docs/results/transport_rule/step.py), streaming costs the
- * reader at 8-16 MiB, is even at 20 MiB and gains from 24 MiB. */
-#define NT_BYTES LP_SHM_BIG_OUT_BYTES
+ * 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.)  LP_SHM_BIG_BYTES in internal.h. */
+#define NT_BYTES ((size_t)32 << 20)
 
 /* memcpy, with non-temporal stores where nt (and the CPU has them); the caller fences */
 static void copy_out(char *dst, const char *src, size_t len, int nt) {

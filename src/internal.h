@@ -123,8 +123,7 @@ int lp_cma_gather(const lp_lane_t *l);
 typedef struct lp_shm { int P; size_t slot, stride, bytes; char *base; } lp_shm_t;
 extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared memory */
 /* from this message size up (below, ring over MPI's two messages cost less than its rounds);
- * where single-copy reads are usable too, they take [LP_SHM_MID_BYTES, LP_SHM_BIG_BYTES) in
- * place and [LP_SHM_MID_BYTES, LP_SHM_BIG_OUT_BYTES) out of place.
+ * where single-copy reads are usable too, they take [LP_SHM_MID_BYTES, LP_SHM_BIG_BYTES).
  * Measured with the inputs rewritten before each call, as a training step or a solver does
  * (P = 2, `lpmpi-bench --forms blocking,inplace --fresh-input --algorithms auto`, builds
  * alternated 4 times, docs/performance.md): the slots are faster below 3 MiB (1 MiB 181 -> 148
@@ -133,21 +132,18 @@ extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared mem
  * (ring at 64 MiB: in place 10.1 against 13.3 ms, out of place, results streamed, 11.4 against
  * 16.7).  Calling again on the same unchanged input (a plain benchmark loop) favours the
  * single-copy reads, which then find the peer's input in its caches: 1 MiB 134 against 144 us.
- * Out of place the slots stream the result (alg_ring_shm.c), and win from 24 MiB: 24 MiB 4.60
- * -> 3.80 ms, 28 MiB 5.76 -> 4.47 (in place, stored plainly, they lose there: 2.98 -> 3.35,
- * 3.55 -> 3.92). */
+ * Out of place, the slots with streamed results also time faster at 24-28 MiB (1.17-1.21x), but
+ * not once the caller reads its result (`--read-result`: 24 MiB 5.53 against 5.17 ms, 28 MiB
+ * even), so one boundary serves both forms. */
 #define LP_SHM_MIN_BYTES ((size_t)4096)
 #define LP_SHM_MID_BYTES ((size_t)3 << 20)
 #define LP_SHM_BIG_BYTES ((size_t)32 << 20)
-#define LP_SHM_BIG_OUT_BYTES ((size_t)24 << 20)
-/* the rule: which node-local transport a ring allreduce of nbytes on host memory takes, in
- * place or not, given which ones the communicator has (request.c plans with it,
- * lp_comm_ring_transport reports it) */
+/* the rule: which node-local transport a ring allreduce of nbytes on host memory takes, given
+ * which ones the communicator has (request.c plans with it, lp_comm_ring_transport reports it) */
 enum { LP_RING_MPI = 0, LP_RING_SHM = 1, LP_RING_CMA = 2 };
-static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes, int inplace) {
-    const size_t big = inplace ? LP_SHM_BIG_BYTES : LP_SHM_BIG_OUT_BYTES;
+static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes) {
     if (has_shm && nbytes >= LP_SHM_MIN_BYTES &&
-        (!has_cma || nbytes < LP_SHM_MID_BYTES || nbytes >= big))
+        (!has_cma || nbytes < LP_SHM_MID_BYTES || nbytes >= LP_SHM_BIG_BYTES))
         return LP_RING_SHM;
     return has_cma && nbytes >= LP_CMA_MIN_BYTES ? LP_RING_CMA : LP_RING_MPI;
 }

@@ -169,15 +169,14 @@ int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node);
  * use (process_vm_readv), else why not: 1 LPMPI_NODE_TRANSPORT=mpi, 2 several nodes,
  * 3 process_vm_readv refused (ptrace permissions), 4 one rank, 5 not Linux, 7 the shared
  * segment could not be made (and single-copy reads were not allowed), 8 = both in use (each
- * where it is faster: shared memory below 3 MiB and from 32 MiB, 24 MiB out of place, single-copy
- * reads between) */
+ * where it is faster: shared memory below 3 MiB and from 32 MiB, single-copy reads between) */
 int lp_comm_transport(MPI_Comm comm, int *why);
-/* the transport of a ring allreduce of nbytes on host memory on comm (prepared context), in
- * place (sendbuf == recvbuf) or not: *which 1 shared memory, 2 single-copy reads, 0 MPI */
-int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int inplace, int *which);
+/* the transport of a ring allreduce of nbytes on host memory on comm (prepared context):
+ * *which 1 shared memory, 2 single-copy reads, 0 MPI point-to-point */
+int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int *which);
 /* the sizes of that choice: shared memory from out[0], single-copy reads from out[1]; with both,
- * single-copy reads take [out[2], out[3]) in place and [out[2], out[4]) out of place */
-void lp_node_transport_sizes(size_t out[5]);
+ * single-copy reads take [out[2], out[3]) */
+void lp_node_transport_sizes(size_t out[4]);
 /* bytes this process sent to ranks of other nodes in lpmpi's own point-to-point transfers
  * (not the MPI library's collectives of algorithm native), since the last reset */
 unsigned long long lp_node_bytes(int reset);

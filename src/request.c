@@ -200,8 +200,7 @@ static int req_plan(lp_req_t *r) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
     } else if (A->sched == &lp_sched_allreduce_ring && !a->dev) {   /* node-local transports */
-        int t = lp_ring_transport(a->shm != NULL, a->pids != NULL, a->count * a->esize,
-                                  a->sbuf == a->rbuf);
+        int t = lp_ring_transport(a->shm != NULL, a->pids != NULL, a->count * a->esize);
         r->sched = t == LP_RING_SHM ? &lp_sched_ring_shm : t == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
