@@ -171,6 +171,29 @@ def test_stale_running_trial_is_failed_and_requeued(tmp_path):
         BucketStudy.open(optuna.storages.RDBStorage(url), name, space, 3, 0, 1.5, 4, "Open MPI")
 
 
+def test_a_bucket_whose_grid_ran_out_before_its_budget_is_done_on_resume(tmp_path):
+    """A grid smaller than the budget ends when the sampler finds nothing new; a resumed run
+    must count that bucket done and reuse its stored choice (it used to ask again and re-run
+    the final check, re-deciding finished sizes)."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    space = Space.of("bcast", 8)
+    name = study_name("bcast", "host", 2, "float32", "sum", 8)
+
+    def open_():
+        return BucketStudy.open(optuna.storages.RDBStorage(url), name, space, 100, 0, 1.5, 4, "MPICH X")
+
+    bs = open_()
+    n = 0
+    while (cfg := bs.ask()) is not None:
+        n += 1
+        bs.tell(cfg, 1e-3 * n, False, 5)
+    assert bs.done and bs.counted < 100 and len(bs.measured) == len(space.grid())
+    bs.store_choice({"algorithm": "native", "chunk_bytes": None, "seconds": 1e-3, "native_s": 1e-3})
+    again = open_()
+    assert again.done and again.stored_choice() is not None
+    assert again.ask() is None                    # nothing asked, nothing re-measured
+
+
 def test_ctrl_c_inside_a_storage_write_waits_for_it_then_interrupts(tmp_path, monkeypatch):
     """Ctrl-C landing inside SQLAlchemy/sqlite3 could leave a transaction open and the database
     locked, so that marking the running trial failed then failed ("database is locked", seen in

@@ -26,6 +26,7 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DUPLICATE_ATTR = "duplicate_of"
 CHOICE_ATTR = "choice"
 LIBRARY_ATTR = "mpi_library"
+EXHAUSTED_ATTR = "exhausted_at"   # configurations measured when the sampler found no new one
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _held = threading.local()
@@ -123,6 +124,7 @@ class BucketStudy:
     measured: dict[Config, FrozenTrial] = field(default_factory=dict)
     current: optuna.Trial | None = None
     storage: optuna.storages.BaseStorage | None = None
+    exhausted_at: int | None = None                       # EXHAUSTED_ATTR (read on open)
 
     @classmethod
     @_storage_access
@@ -139,7 +141,7 @@ class BucketStudy:
         elif known != library:
             raise RuntimeError(f"study {name!r} in this storage was tuned with {known!r}, not "
                                f"{library!r}: use another --storage")
-        self = cls(study, space, budget, storage=storage)
+        self = cls(study, space, budget, storage=storage, exhausted_at=study.user_attrs.get(EXHAUSTED_ATTR))
         self.recovered = self._recover_stale(storage)
         self._index()
         return self
@@ -166,8 +168,12 @@ class BucketStudy:
 
     @property
     def done(self) -> bool:
+        """The baseline is measured and the budget spent, or the sampler found nothing new (a
+        grid smaller than the budget): then a resumed run reuses the stored choice instead of
+        asking again and re-running the final check."""
         baseline = NATIVE not in self.space.algorithms or Config(NATIVE) in self.measured
-        return baseline and self.counted >= self.budget
+        exhausted = self.exhausted_at is not None and self.exhausted_at == len(self.measured)
+        return baseline and (self.counted >= self.budget or exhausted)
 
     @_storage_access
     def enqueue(self, configs: list[Config]) -> None:
@@ -191,7 +197,11 @@ class BucketStudy:
             trial.set_user_attr(DUPLICATE_ATTR, earlier.number)
             self.study.tell(trial, earlier.value if earlier.value is not None else _last(earlier))
             self.current = None
-        return None  # the sampler keeps proposing measured points: the space is exhausted
+        # the sampler keeps proposing measured points: the space is exhausted (remembered, so
+        # that a resumed run counts this bucket done)
+        self.exhausted_at = len(self.measured)
+        self.study.set_user_attr(EXHAUSTED_ATTR, self.exhausted_at)
+        return None
 
     @_storage_access
     def should_prune(self, seconds: float, step: int) -> bool:
