@@ -159,7 +159,6 @@ size_t lp_shm_rounds(const lp_args_t *a) {
     return (len + c - 1) / c;
 }
 
-
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t n = lp_shm_rounds(a);

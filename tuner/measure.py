@@ -73,8 +73,9 @@ class Bench:
             def fn() -> Any:
                 with staging(cfg):
                     return plain()
-        if self.fresh_input and (self.collective != "bcast" or self.comm.Get_rank() == self.root):
-            return bench.refilled(fn, self.backend, self.bufs.send, self.bufs.orig)
+        if self.fresh_input:
+            return bench.refilled(fn, self.backend, self.bufs.send, self.bufs.orig, self.collective,
+                                  self.comm.Get_rank(), self.root)
         return fn
 
     def estimate(self, cfg: Config, rounds: int = 3) -> float:

@@ -113,9 +113,7 @@ def _check_inplace(comm: MPI.Comm, s: Settings, case: Case, orig: np.ndarray, re
 def _fresh(s: Settings, call: Callable[[], Any], buf: Any, orig: np.ndarray, rank: int) -> Any:
     """``call`` with its input ``buf`` rewritten from ``orig`` before each timed repetition
     (bcast: the root's only; the other ranks' buffer is the output)."""
-    if s.collective == "bcast" and rank != s.root:
-        return call
-    return harness.refilled(call, s.backend, buf, orig)
+    return harness.refilled(call, s.backend, buf, orig, s.collective, rank, s.root)
 
 
 def _result_of(s: Settings, form: str, bufs: Any, inplace_buf: Any, rank: int) -> Any:

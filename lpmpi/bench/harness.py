@@ -45,10 +45,14 @@ class Prepared:
         return self.call()
 
 
-def refilled(call: Call, backend: Any, buf: Any, orig: Any) -> Prepared:
+def refilled(call: Call, backend: Any, buf: Any, orig: Any, collective: str, rank: int,
+             root: int) -> Call:
     """``call`` with its input ``buf`` rewritten from the host array ``orig`` (by ``backend``'s
     ``copy_from_host``) before each timed repetition, untimed: an application writes its input
-    before each call, so the call does not find it where the previous call left it."""
+    before each call, so the call does not find it where the previous call left it.  A bcast
+    off the root has no input (its buffer is the output): ``call`` as it is."""
+    if collective == "bcast" and rank != root:
+        return call
     return Prepared(call, functools.partial(backend.copy_from_host, buf, orig))
 
 
