@@ -39,7 +39,9 @@ The modules, one job each:
 - :mod:`~lpmpi.bench.rows`: one size's rows and a collective's table; the memory bandwidth;
 - :mod:`~lpmpi.bench.report`: the header, the table's lines and the summary;
 - :mod:`~lpmpi.bench.grid`: ``--compare-grid``; :mod:`~lpmpi.bench.scaling`: ``--scaling``;
-- :mod:`~lpmpi.bench.cli`: the command line (``python -m lpmpi.bench``, ``lpmpi-bench``).
+- :mod:`~lpmpi.bench.cli`: the command line (``python -m lpmpi.bench``, ``lpmpi-bench``);
+- :mod:`~lpmpi.bench.launches`: ``python -m lpmpi.bench.launches`` (not under mpiexec): the
+  benchmark in N fresh launches, every other one pinned, and each figure's spread over them.
 
 This package re-exports the names the tuner and the tests use, with the byte-size grammar
 (:func:`parse_size`, :func:`parse_sizes`, :func:`format_bytes`, :func:`chunk_label`).
