@@ -95,6 +95,7 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_algo_name(int alg)
     int lp_algo_coll(int alg)
     int lp_algo_chunked(int alg)
+    int lp_algo_node_local(int alg)
     int lp_algo_find(lp_coll_t coll, const char *name)
     void lp_model_set(double alpha, double beta, double gamma)
     void lp_model_get(double *alpha, double *beta, double *gamma)
@@ -106,18 +107,22 @@ cdef extern from "lpmpi.h" nogil:
     long lp_table_mismatches()
     int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node)
     int lp_comm_transport(MPI_Comm comm, int *why)
-    int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int *which)
+    int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *which)
     void lp_node_transport_sizes(size_t *out)
     void lp_set_node_transport(int mode)
+    long lp_set_shm_spin(long ns)
     unsigned long long lp_node_bytes(int reset)
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                     int staging, int acc)
+                     int staging, int acc, int transport)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
+    void lp_set_transport_override(int tp)
     ctypedef struct lp_choice_t:
         int alg
         size_t chunk
         int staging
         int source
+        int transport
+        int transport_source
         int tables
     int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
                   size_t chunk_bytes, lp_choice_t *out)

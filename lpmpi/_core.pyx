@@ -90,6 +90,14 @@ def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
     _debug = debug
     lp_configure(max_msg_bytes, window, check)
 
+def _configure_shm_spin(long us):
+    """LPMPI_SHM_SPIN_US (lpmpi._env at import): microseconds a rank waiting on the shared-memory
+    transport polls before it sleeps; -1: it never sleeps.  Returns the previous value (us)."""
+    if us < -1:
+        raise ValueError(f"us must be >= -1, got {us}")
+    cdef long prev = lp_set_shm_spin(-1 if us < 0 else us * 1000)
+    return -1 if prev < 0 else prev // 1000
+
 def _configure_node_transport(int mode=1):
     """LPMPI_NODE_TRANSPORT (lpmpi._env at import) for communicators prepared from now on: 0 mpi
     (MPI point-to-point between the ranks of a node), 1 auto (shared memory, else single-copy
@@ -191,6 +199,10 @@ def algorithms(collective):
     True
     """
     return _ALGS_BY_COLL[_coll_index(collective)]
+
+def _node_local(collective, algorithm):
+    """True when ``algorithm`` of ``collective`` runs over node-local transports (TRANSPORTS)."""
+    return bool(lp_algo_node_local(_ALG[(_coll_index(collective), algorithm)]))
 
 def _algorithm_info(collective):
     """[(name, registry index, chunked)] for a collective (lpmpi.engine.algorithm_info)."""
@@ -1508,6 +1520,40 @@ def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk
     return (lp_algo_name(ch.alg).decode(), ch.chunk if lp_algo_chunked(ch.alg) else None,
             ch.staging or None, _source_name(ch.source), tables)
 
+#: the node-local transports a decision may ask for (LP_TP_MPI.. in order; None: the model's rule)
+TRANSPORTS = ("mpi", "shm", "cma")
+
+def _tp_name(int tp):
+    return None if tp <= 0 or tp > len(TRANSPORTS) else TRANSPORTS[tp - 1]
+
+def _tp_index(name):
+    if name is None:
+        return 0
+    if name not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS} or None, got {name!r}")
+    return TRANSPORTS.index(name) + 1
+
+def transport_choice(collective, nbytes, comm=None, memory="host", algorithm="auto", bint acc=False):
+    """``(transport or None, source)``: the node-local transport the decision asks the ring
+    allreduce for ("mpi", "shm", "cma"; None: the model's rule by size, see
+    :func:`ring_transport`) and where that came from ('table', 'override' or 'model')."""
+    cdef int size = 0, rc
+    cdef lp_choice_t ch
+    cdef int c = _coll_index(collective)
+    cdef int alg = _alg_index(c, algorithm)
+    cdef MPI_Comm h
+    _comm(comm, &h, &size)
+    rc = lp_choose(h, c, nbytes * (2 if acc else 1), MEMORY_KINDS.index(memory), acc, alg, 0, &ch)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return _tp_name(ch.transport), _source_name(ch.transport_source)
+
+def set_transport_override(name):
+    """The process's transport override for the ring allreduce between the ranks of a node
+    ("mpi", "shm", "cma"; None: none): above tables and model.  Every rank must set the same
+    (the tuner and lpmpi-bench do, around their timed calls)."""
+    lp_set_transport_override(_tp_index(name))
+
 def explain_choice(collective, nbytes, comm=None, memory="host"):
     """``(algorithm, chunk_bytes or None, source)`` of algorithm="auto": source 'override',
     'table' or 'model'."""
@@ -1595,21 +1641,22 @@ def comm_nodes(comm=None):
     return [int(x) for x in node]
 
 from lpmpi._units import format_bytes as _format_bytes
-cdef size_t _nts[4]
+cdef size_t _nts[3]
 lp_node_transport_sizes(_nts)
-_SHM_MIN, _CMA_MIN, _MID, _BIG = (_format_bytes(int(x)) for x in _nts)
+_SHM_MIN, _CMA_MIN, _SHM_MAX = (_format_bytes(int(x)) for x in _nts)
 _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
            f"ring allreduce on host memory, from {_CMA_MIN}",
            "off: LPMPI_NODE_TRANSPORT=mpi", "off: the communicator spans several nodes",
            "off: process_vm_readv between the ranks was refused (ptrace permissions)",
            "off: one rank", "off: not Linux",
            "in use: a shared-memory segment of the ranks of this node, synchronised by counters in "
-           f"it, for the ring allreduce on host memory, from {_SHM_MIN}",
+           f"it, for the ring allreduce on host memory, from {_SHM_MIN} to {_SHM_MAX} (above: ring over "
+           "MPI, unless a table row asks for it)",
            "off: the shared-memory segment could not be made (no room in /dev/shm?; "
            "LPMPI_NODE_TRANSPORT=shm)",
            "in use: for the ring allreduce on host memory, a shared-memory segment of the ranks of "
-           f"this node (from {_SHM_MIN} to {_MID} and from {_BIG}) and single-copy reads "
-           "(process_vm_readv) between",
+           f"this node (from {_SHM_MIN} to {_SHM_MAX}) and single-copy reads (process_vm_readv) "
+           "above, unless a table row asks for one",
            "in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
            f"ring allreduce on host memory, from {_CMA_MIN}; the shared-memory segment could not "
            "be made (no room in /dev/shm?)",
@@ -1617,15 +1664,19 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "process_vm_readv between the ranks was refused (ptrace permissions)")
 _NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma", 9: "cma"}
 
-def ring_transport(comm=None, size_t nbytes=0):
+def ring_transport(comm=None, size_t nbytes=0, requested="decided"):
     """The transport a ring allreduce of nbytes on host memory uses on comm: "shm", "cma" or
-    "mpi" (local; None for a communicator no lpmpi collective ran on yet)."""
+    "mpi" (local; None for a communicator no lpmpi collective ran on yet).  requested: what the
+    decision asks for ("mpi", "shm", "cma", or None for the model's rule by size); by default
+    the decision's own (table row, override or model, :func:`transport_choice`)."""
     cdef MPI_Comm h
     cdef int size = 0, which = 0, rc
     _comm(comm, &h, &size)
     if not lp_comm_ready(h):
         return None
-    rc = lp_comm_ring_transport(h, nbytes, &which)
+    if requested == "decided":
+        requested = transport_choice("allreduce", nbytes, comm)[0]
+    rc = lp_comm_ring_transport(h, nbytes, _tp_index(requested), &which)
     if rc != LP_OK:
         _raise_status(rc)
     return ("mpi", "shm", "cma")[which]
@@ -1655,14 +1706,15 @@ def node_bytes(bint reset=False):
     return lp_node_bytes(reset)
 
 def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes,
-              staging_buffers=None, bint acc=False):
+              staging_buffers=None, bint acc=False, transport=None):
     """One tuning row; staging_buffers (1..STAGING_MAX, device memory's staged pipeline) optional;
-    acc: a row for acc_dtype calls (bytes of the 16-bit message)."""
+    acc: a row for acc_dtype calls (bytes of the 16-bit message); transport: the node-local
+    transport of the ring allreduce ("mpi", "shm", "cma"; None: the model's rule)."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,
                     0 if chunk_bytes is None else chunk_bytes,
-                    0 if staging_buffers is None else staging_buffers, acc) != LP_OK:
+                    0 if staging_buffers is None else staging_buffers, acc, _tp_index(transport)) != LP_OK:
         raise ValueError(lp_errmsg().decode())
 
 # ---------------------------------------------------------------- local kernels (model fitting)

@@ -45,6 +45,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "auto (default) uses lpmpi's shared-memory transport and single-copy process_vm_readv reads, "
      "each at the sizes where it measured faster (either alone where the other cannot work); "
      "shm or cma only that one; mpi keeps MPI point-to-point")),
+    ("LPMPI_SHM_SPIN_US", "-1..1000000", ("shared-memory transport: microseconds a waiting rank polls "
+     "its peers' counters before it sleeps until they move (default 50; -1: poll, never sleep)")),
 )
 
 _FALSE = ("", "0", "false", "no", "off")
@@ -68,6 +70,7 @@ class Settings:
     max_msg_bytes: int = 0
     progress_thread: bool = False
     node_transport: str = "auto"       # LPMPI_NODE_TRANSPORT: auto, shm, cma or mpi
+    shm_spin_us: int | None = None     # LPMPI_SHM_SPIN_US: None = the engine's default
 
 
 def _ignore(name: str, value: str, why: str) -> None:
@@ -134,7 +137,22 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         max_msg_bytes=_size(env, "LPMPI_MAX_MSG_BYTES"),
         progress_thread=_flag(env, "LPMPI_PROGRESS_THREAD"),
         node_transport=nt or "auto",
+        shm_spin_us=_spin(env),
     )
+
+
+def _spin(env: Mapping[str, str]) -> int | None:
+    v = env.get("LPMPI_SHM_SPIN_US", "").strip()
+    if not v:
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        n = -2
+    if not -1 <= n <= 1_000_000:
+        _ignore("LPMPI_SHM_SPIN_US", v, "not an integer in -1..1000000")
+        return None
+    return n
 
 
 #: what :func:`apply` read at import
@@ -151,6 +169,8 @@ def apply() -> Settings:
     _core._configure(s.max_msg_bytes, s.window, s.check, s.debug)
     _core._configure_device(s.emulate_staging, s.cuda_aware, s.staging_buffers)
     _core._configure_node_transport(NODE_TRANSPORTS.index(s.node_transport))
+    if s.shm_spin_us is not None:
+        _core._configure_shm_spin(s.shm_spin_us)
     for coll in _core.COLLECTIVES:
         # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
         _core.set_override(coll, s.algorithm if s.algorithm in _core.algorithms(coll) else None,

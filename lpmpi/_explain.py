@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lpmpi import _core, _env, model, tables
+from lpmpi import _core, _env, engine, model, tables
 
 _SOURCES = {
     "override": "environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES)",
@@ -54,6 +54,7 @@ class Explanation:
             lines.append(f"  table row: [{r.lo:g}, {hi}) B -> {r.algorithm}"
                          + (f" chunk {r.chunk_bytes}" if r.chunk_bytes else "")
                          + (f" staging buffers {r.staging_buffers}" if r.staging_buffers else "")
+                         + (f" transport {r.transport}" if r.transport else "")
                          + f"  ({self.table_path})")
         elif self.table_note:
             lines.append(f"  table: {self.table_note}")
@@ -113,9 +114,16 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     transport = ("not known yet: the first lpmpi collective on this communicator checks it"
                  if nt is None else "")
     if nt is not None:
-        used = (alg == "ring" and collective == "allreduce" and memory == "host"
-                and _core.ring_transport(comm, nbytes) != "mpi")
-        transport = f"{nt[0]} ({nt[1]})" + ("; this call uses it" if used else "; not used by this call")
+        transport = f"{nt[0]} ({nt[1]})"
+        if memory == "host" and engine.has_transports(collective, alg):
+            asked, why = _core.transport_choice(collective, nbytes, comm, memory)
+            took = _core.ring_transport(comm, nbytes, asked)
+            how = {"table": "the table row asks for it", "override": "the transport override asks for it",
+                   "model": "the model's rule by size"}[why] if asked in (None, took) else \
+                f"{why} asked for {asked}, which this communicator lacks: the model's rule by size"
+            transport += f"; this call takes {took} ({how})"
+        else:
+            transport += "; not used by this call"
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
                        model.current(), model.predict_all(collective, nprocs, nbytes), agreed,
                        _core.request_forms(alg), transport)

@@ -39,6 +39,11 @@ DEFAULT_STAGING: int = int(_core.DEFAULT_STAGING)
 CUDA_BUILD: bool = bool(_core.CUDA_BUILD)
 
 
+#: node-local transports a table row or an override can ask the algorithms that have them for
+#: (:func:`transport_algorithms`); None in a row: the model's rule by message size
+TRANSPORTS: tuple[str, ...] = tuple(_core.TRANSPORTS)
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """One entry of the engine's algorithm registry."""
@@ -56,6 +61,32 @@ def algorithm_info(collective: str) -> tuple[Algorithm, ...]:
 def chunked(collective: str) -> dict[str, bool]:
     """``{algorithm: chunked}`` for ``collective``, in registry order."""
     return {a.name: a.chunked for a in algorithm_info(collective)}
+
+
+def has_transports(collective: str, algorithm: str) -> bool:
+    """True when ``algorithm`` of ``collective`` runs over a node-local transport chosen per call
+    (on host memory, between the ranks of one node): a table row may name it (TRANSPORTS)."""
+    return algorithm in chunked(collective) and bool(_core._node_local(collective, algorithm))
+
+
+def set_transport(name: str | None) -> None:
+    """The process's node-local transport override ("mpi", "shm", "cma"; None: none), above
+    tables and model; every rank must set the same.  One the communicator lacks (e.g. "shm"
+    under LPMPI_NODE_TRANSPORT=cma) falls back to the model's rule."""
+    _core.set_transport_override(name)
+
+
+@contextlib.contextmanager
+def transport(name: str | None) -> Iterator[None]:
+    """``name`` as the transport override for the duration (None: leave the setting alone)."""
+    if name is None:
+        yield
+        return
+    set_transport(name)
+    try:
+        yield
+    finally:
+        set_transport(None)
 
 
 def device_info() -> dict[str, Any]:

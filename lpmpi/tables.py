@@ -28,7 +28,11 @@ collective are sorted and do not overlap.  ``chunk_bytes`` is a positive int or 
 model's chunk); algorithms without chunks ignore it.  Rows of a ``"memory": "cuda"`` table may
 carry ``staging_buffers``: an int in 1..64 (chunks in flight per direction of the staged device
 pipeline, see ``_core.set_staging_buffers``) or null / absent (the process default); it is kept
-for chunked algorithms of cuda tables and ignored elsewhere.
+for chunked algorithms of cuda tables and ignored elsewhere.  Rows of a host table may carry
+``transport``: "mpi", "shm" or "cma" (the node-local transport between the ranks of a node, for
+algorithms that have one, :func:`lpmpi.engine.has_transports`: the ring allreduce) or null /
+absent (the model's rule by message size); it is kept where it applies and ignored elsewhere.
+Both are part of the row: the table's hash (compared across ranks) covers them.
 
 A table whose fingerprint has ``"acc_dtype": "float32"`` (host memory only) was tuned on calls
 with acc_dtype (``lpmpi-tune --dtype bfloat16 --acc-dtype float32``): acc_dtype is part of the
@@ -41,8 +45,16 @@ communicators of 2 ranks; other sizes use the cost model.  A table from another 
 (its name, e.g. "MPICH" or "Open MPI", differs from the running one's) is foreign: ignored,
 with one warning when ``LPMPI_TUNING_FILE`` names it; shipped tables of other libraries are
 passed over silently (``info`` lists them), and a warning comes only when no shipped table is
-for the running library.  A different library version, CPU model or ranks-per-node still applies and
-is reported by :func:`status` (``python -m lpmpi info``).  Problems (corrupt file, future
+for the running library.  A host-memory table measured on another CPU model (its fingerprint's
+``cpu_model`` differs from this machine's) is not applied either: a table's choices of chunk and
+node-local transport are measurements of that machine's caches and memory, and on another
+model they can lose to the MPI library (a Xeon table's 64 MiB row ran 1.6x slower than the
+cost model's choice on an AMD EPYC, docs/performance.md).  Shipped tables of other CPU models
+pass silently (``info`` lists them, and "auto" uses the cost model where no shipped table was
+measured on this CPU); one named by ``LPMPI_TUNING_FILE`` applies anyway (the user asked for
+it) and ``info`` reports the difference.  Device-memory tables are not keyed by the CPU.  A
+different library version or ranks-per-node still applies and is reported by :func:`status`
+(``python -m lpmpi info``).  Problems (corrupt file, future
 version, foreign library, invalid rows) give exactly one warning at import, never an exception;
 invalid rows are skipped and the model covers their sizes.
 """
@@ -87,6 +99,7 @@ class Row:
     chunk_bytes: int | None
     measured: tuple[Mapping[str, Any], ...] = ()
     staging_buffers: int | None = None    # cuda tables, chunked algorithms: None = the default
+    transport: str | None = None          # host tables, node-local algorithms: None = the model's
 
     def covers(self, nbytes: float) -> bool:
         """True when this row applies to a message of ``nbytes`` bytes."""
@@ -229,6 +242,13 @@ def _staging(value: Any) -> int | None:
     return value
 
 
+def _transport(value: Any) -> str | None:
+    """A row's ``transport``: None, or one of engine.TRANSPORTS."""
+    if value is None or value in engine.TRANSPORTS:
+        return value
+    raise TableError(f"transport must be one of {', '.join(engine.TRANSPORTS)} or null, got {value!r}")
+
+
 def _row(collective: str, raw: Any, algorithms: Mapping[str, bool], memory: str = "host") -> Row:
     """One row, validated; raises TableError with the reason.  ``staging_buffers`` is checked
     everywhere but kept only where it applies: chunked algorithms of a ``cuda`` table."""
@@ -248,12 +268,14 @@ def _row(collective: str, raw: Any, algorithms: Mapping[str, bool], memory: str 
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0):
         raise TableError(f"chunk_bytes must be a positive int or null, got {chunk!r}")
     staging = _staging(raw.get("staging_buffers"))
+    transport = _transport(raw.get("transport"))
     measured = raw.get("measured", [])
     if not isinstance(measured, list) or not all(isinstance(m, dict) for m in measured):
         raise TableError("measured must be a list of objects")
     keep = algorithms[alg]
+    node_local = memory == "host" and engine.has_transports(collective, alg)
     return Row(collective, lo, hi, alg, chunk if keep else None, tuple(measured),
-               staging if keep and memory == "cuda" else None)
+               staging if keep and memory == "cuda" else None, transport if node_local else None)
 
 
 def _rows(collective: str, raws: Any, algorithms: Mapping[str, bool], skipped: list[str],
@@ -378,25 +400,27 @@ class Choice:
     time_s: float
     native_s: float | None
     staging_buffers: int | None = None
+    transport: str | None = None
 
 
 def merge_choices(collective: str, choices: Sequence[Choice], chunked: Mapping[str, bool]) -> list[Row]:
     """Rows of a collective from per-size choices: geometric-midpoint edges, and adjacent
-    sizes with the same (algorithm, chunk, staging buffers) merged into one row."""
+    sizes with the same (algorithm, chunk, staging buffers, transport) merged into one row."""
     choices = sorted(choices, key=lambda c: c.nbytes)
     rows: list[Row] = []
     for (lo, hi), ch in zip(bucket_edges([c.nbytes for c in choices]), choices):
         keep = chunked.get(ch.algorithm)
         chunk = ch.chunk_bytes if keep else None
         staging = ch.staging_buffers if keep else None
+        tp = ch.transport if engine.has_transports(collective, ch.algorithm) else None
         meas = {"nbytes": ch.nbytes, "time_us": round(ch.time_s * 1e6, 3),
                 "native_us": None if ch.native_s is None else round(ch.native_s * 1e6, 3)}
         prev = rows[-1] if rows else None
-        if prev is not None and (prev.algorithm, prev.chunk_bytes, prev.staging_buffers) == \
-                (ch.algorithm, chunk, staging):
-            rows[-1] = Row(collective, prev.lo, hi, prev.algorithm, chunk, (*prev.measured, meas), staging)
+        if prev is not None and (prev.algorithm, prev.chunk_bytes, prev.staging_buffers, prev.transport) == \
+                (ch.algorithm, chunk, staging, tp):
+            rows[-1] = Row(collective, prev.lo, hi, prev.algorithm, chunk, (*prev.measured, meas), staging, tp)
         else:
-            rows.append(Row(collective, lo, hi, ch.algorithm, chunk, (meas,), staging))
+            rows.append(Row(collective, lo, hi, ch.algorithm, chunk, (meas,), staging, tp))
     return rows
 
 
@@ -406,7 +430,8 @@ def _json_bound(x: float) -> float | int | str:
 
 def table_document(fp: Mapping[str, Any], rows: Iterable[Row], tuner: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON document (a dict) of a table.  Rows of a ``cuda`` table (``fp["memory"]``) carry
-    ``staging_buffers`` (null where the default applies); host rows do not."""
+    ``staging_buffers`` (null where the default applies); host rows do not.  Rows that name a
+    node-local transport carry ``transport``."""
     colls: dict[str, list[dict[str, Any]]] = {}
     cuda = fp.get("memory") == "cuda"
     for r in rows:
@@ -414,6 +439,8 @@ def table_document(fp: Mapping[str, Any], rows: Iterable[Row], tuner: Mapping[st
                                "chunk_bytes": r.chunk_bytes}
         if cuda:
             row["staging_buffers"] = r.staging_buffers
+        if r.transport is not None:
+            row["transport"] = r.transport
         row["measured"] = [dict(m) for m in r.measured]
         colls.setdefault(r.collective, []).append(row)
     return {VERSION_KEY: TABLE_VERSION, "fingerprint": dict(fp), "tuner": dict(tuner), "collectives": colls}
@@ -441,6 +468,9 @@ class LoadStatus:
     ignored: list[tuple[str, str]] = field(default_factory=list)   # (path, reason)
     #: shipped tables of other MPI libraries (path, library): not an error, no warning
     foreign: list[tuple[str, str]] = field(default_factory=list)
+    #: shipped host tables of this library measured on another CPU model (path, cpu_model)
+    other_cpu: list[tuple[str, str]] = field(default_factory=list)
+    cpu: str = ""
     library: str = ""
     table_hash: int = 0
     warning: str | None = None
@@ -485,6 +515,8 @@ def describe(here: Mapping[str, Any]) -> list[str]:
         lines += [f"    skipped: {why}" for why in t.skipped]
     lines += [f"  {p}: ignored: {why}" for p, why in st.ignored]
     lines += [f"  {p}: for another MPI library ({lib})" for p, lib in st.foreign]
+    lines += [f"  {p}: measured on another CPU ({c}; this one: {st.cpu}): not applied "
+              f"(LPMPI_TUNING_FILE={p} applies it anyway)" for p, c in st.other_cpu]
     if not st.tables_for(nprocs, memory):
         lines.append(f"  no table for P={nprocs} ({memory}): 'auto' uses the cost model")
     if st.model_from:
@@ -498,6 +530,7 @@ def rows_hash(tables: Sequence[Table]) -> int:
     canon: list[Any] = [[r.collective, t.memory, t.nprocs, _json_bound(r.lo), _json_bound(r.hi),
                          r.algorithm, r.chunk_bytes]
                         + ([r.staging_buffers] if r.staging_buffers is not None else [])
+                        + ([f"transport={r.transport}"] if r.transport is not None else [])
                         + (["acc"] if t.acc else [])
                         for t in tables for r in t.rows]
     mt = model_table(tables)
@@ -526,9 +559,18 @@ def _candidates() -> tuple[str, list[str]]:
     return "shipped", [os.path.join(SHIPPED_DIR, n) for n in names]
 
 
-def _select(source: str, paths: Sequence[str], library: str) -> LoadStatus:
-    """Read the candidate tables; keep those for this MPI library, one per (P, memory)."""
-    st = LoadStatus(source, library=library)
+def measured_here(table: Table, cpu: str) -> bool:
+    """True unless ``table`` is a host-memory table whose fingerprint names another CPU model
+    than ``cpu`` (a table without ``cpu_model`` makes no claim and applies)."""
+    fp_cpu = table.fingerprint.get("cpu_model")
+    return table.memory != "host" or not isinstance(fp_cpu, str) or fp_cpu == cpu
+
+
+def _select(source: str, paths: Sequence[str], library: str, cpu: str | None = None) -> LoadStatus:
+    """Read the candidate tables; keep those for this MPI library (and, shipped host tables,
+    this CPU model), one per (P, memory)."""
+    cpu = cpu_model() if cpu is None else cpu
+    st = LoadStatus(source, library=library, cpu=cpu)
     seen: dict[tuple[int, str], str] = {}   # (P, kind): a plain and an acc_dtype table may both apply
     for path in paths:
         try:
@@ -542,6 +584,8 @@ def _select(source: str, paths: Sequence[str], library: str) -> LoadStatus:
             st.foreign.append((str(path), str(table.fingerprint["mpi_library"])))
         elif not applies:
             st.ignored.append((str(path), f"foreign: tuned with {table.fingerprint['mpi_library']!r}"))
+        elif source == "shipped" and not measured_here(table, cpu):
+            st.other_cpu.append((str(path), str(table.fingerprint["cpu_model"])))
         elif key in seen:
             st.ignored.append((str(path), f"another table for P={key[0]} ({key[1]}) came first: {seen[key]}"))
         else:
@@ -599,7 +643,7 @@ def _apply(st: LoadStatus) -> None:
         for r in t.rows:
             try:
                 _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,
-                                staging_buffers=r.staging_buffers, acc=t.acc)
+                                staging_buffers=r.staging_buffers, acc=t.acc, transport=r.transport)
             except (ValueError, TypeError) as exc:
                 t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
     mt = model_table(st.applied)

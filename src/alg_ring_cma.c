@@ -22,9 +22,9 @@
  * The exchanges (hello, mid, end) are MPI point-to-point of a few bytes with the request's
  * tag, in groups of XCH peers per phase (the lane limit); the copies are local steps.
  *
- * Chosen (request.c) for the ring allreduce on host memory of LP_CMA_MIN_BYTES or more when the
- * communicator's context
- * found the transport usable (context.c: one node, process_vm_readv of every peer works,
+ * Chosen (request.c) for the ring allreduce on host memory where a table row asks for it, or by the
+ * model's rule (internal.h: lp_ring_transport, model.c: lp_nt_rule) when the communicator's
+ * context found the transport usable (context.c: one node, process_vm_readv of every peer works,
  * LPMPI_NODE_TRANSPORT is not "mpi" on any rank); everything else runs over MPI.
  * Memory: the address table (2 P pointers), two chunk slots, the exchange bytes. */
 #ifndef _GNU_SOURCE

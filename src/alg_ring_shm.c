@@ -30,9 +30,9 @@
  * user buffer of another rank: in place needs no extra step.  The waits are polls (the engine
  * yields the processor between them); a request never blocks inside a step.
  *
- * Chosen (request.c) for the ring allreduce on host memory from LP_SHM_MIN_BYTES where the
- * context made the segment; where single-copy reads (alg_ring_cma.c) work too, they take the
- * sizes where they measured faster (internal.h: lp_ring_transport). */
+ * Chosen (request.c) for the ring allreduce on host memory where the context made the segment
+ * and a table row asks for it, or by the model's rule (internal.h: lp_ring_transport, model.c:
+ * lp_nt_rule: below 3 MiB; above, its speed depends on where the host runs the ranks' cores). */
 #include "internal.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -42,17 +42,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 #if defined(__linux__)
+#include <linux/futex.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #endif
 
-/* the counters, indexed like the stages that advance them (kind - LP_STEP_SHM_IN) */
-enum { CTR_IN = 0, CTR_OUT = 1, CTR_DONE = 2, HEAD = 256, LINE = 64 };
+/* the counters, indexed like the stages that advance them (kind - LP_STEP_SHM_IN); line
+ * CTR_EV of a rank's head holds its wake-up word (a futex) and how many of its threads sleep
+ * on it (lp_shm_arm) */
+enum { CTR_IN = 0, CTR_OUT = 1, CTR_DONE = 2, CTR_EV = 3, HEAD = 256, LINE = 64 };
 
 typedef _Atomic uint64_t ctr_t;
 static inline ctr_t *ctr(const lp_shm_t *s, int p, int which) {
@@ -60,6 +66,53 @@ static inline ctr_t *ctr(const lp_shm_t *s, int p, int which) {
 }
 static inline char *slot_of(const lp_shm_t *s, int p, uint64_t g) {
     return s->base + (size_t)p * s->stride + HEAD + (size_t)(g & 1) * s->slot;
+}
+
+typedef _Atomic uint32_t word_t;
+static inline word_t *ev_word(const lp_shm_t *s, int p) {
+    return (word_t *)(s->base + (size_t)p * s->stride + (size_t)CTR_EV * LINE);
+}
+static inline word_t *sleepers(const lp_shm_t *s, int p) { return ev_word(s, p) + 1; }
+
+/* ---- waiting without spinning (progress.c: a thread whose requests wait only for counters
+ * spins a while, then arms, makes one more pass over its steps, and sleeps if it moved none).
+ * The arm is a Dekker handshake with lp_shm_step: the sleeper counts itself in sleepers, then
+ * reads its word, then (the pass) reads the counters; a peer stores its counter, then reads
+ * sleepers and, seeing one, bumps the word and wakes it.  Either the pass sees the new counter
+ * or the peer sees the sleeper, whose futex wait then returns at once (the word moved). */
+void lp_shm_arm(const lp_shm_t *s, int me, uint32_t *v) {
+    atomic_fetch_add_explicit(sleepers(s, me), 1, memory_order_seq_cst);
+    *v = atomic_load_explicit(ev_word(s, me), memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+void lp_shm_disarm(const lp_shm_t *s, int me) {
+    atomic_fetch_sub_explicit(sleepers(s, me), 1, memory_order_relaxed);
+}
+
+void lp_shm_sleep(const lp_shm_t *s, int me, uint32_t v, long timeout_ns) {
+#if defined(__linux__)
+    struct timespec t = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+    /* shared (not FUTEX_PRIVATE): the word is in a segment that other processes map */
+    syscall(SYS_futex, (uint32_t *)ev_word(s, me), FUTEX_WAIT, v, &t, NULL, 0);
+#else
+    (void)v; (void)timeout_ns;
+    sched_yield();
+#endif
+    lp_shm_disarm(s, me);
+}
+
+/* after a counter store: wake the peers that sleep (a load per peer when none does) */
+static void wake_peers(const lp_shm_t *s, int me) {
+    atomic_thread_fence(memory_order_seq_cst);
+    for (int j = 1; j < s->P; j++) {
+        int p = (me + j) % s->P;
+        if (!atomic_load_explicit(sleepers(s, p), memory_order_relaxed)) continue;
+        atomic_fetch_add_explicit(ev_word(s, p), 1, memory_order_seq_cst);
+#if defined(__linux__)
+        syscall(SYS_futex, (uint32_t *)ev_word(s, p), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
+    }
 }
 
 /* ---- the segment (context.c calls these on every rank of a one-node communicator) ---- */
@@ -326,5 +379,6 @@ int lp_shm_step(const lp_lane_t *l, size_t k) {
     }
     fence_nt(nt);
     atomic_store_explicit(ctr(s, me, st), g + 1, memory_order_release);
+    wake_peers(s, me);
     return LP_OK;
 }

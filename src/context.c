@@ -336,20 +336,19 @@ int lp_comm_transport(MPI_Comm comm, int *why) {
     return LP_OK;
 }
 
-int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int *which) {
+int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *which) {
     lp_ctx_t *ctx = NULL;
     int rc = lp_ctx_find(comm, &ctx);
     if (rc != LP_OK) return rc;
     if (!ctx || !ctx->node) return LP_FAIL(LP_ERR_ARG, "no collective ran on this communicator yet");
-    *which = lp_ring_transport(ctx->shm != NULL, ctx->pids != NULL, nbytes);
+    *which = lp_ring_transport(ctx->shm != NULL, ctx->pids != NULL, nbytes, requested);
     return LP_OK;
 }
 
-void lp_node_transport_sizes(size_t out[4]) {
-    out[0] = LP_SHM_MIN_BYTES;
-    out[1] = LP_CMA_MIN_BYTES;
-    out[2] = LP_SHM_MID_BYTES;
-    out[3] = LP_SHM_BIG_BYTES;
+void lp_node_transport_sizes(size_t out[3]) {
+    out[0] = lp_nt_rule.shm_min;
+    out[1] = lp_nt_rule.cma_min;
+    out[2] = lp_nt_rule.shm_max;
 }
 
 int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node) {

@@ -25,7 +25,8 @@
 typedef struct lp_ctx lp_ctx_t;
 
 /* ---- tuning rows (table.c) ---- */
-typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging, acc; } lp_row_t;
+/* transport: LP_TP_* (the ring allreduce's node-local transport; LP_TP_MODEL: the model's) */
+typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging, acc, transport; } lp_row_t;
 typedef struct {
     lp_row_t *rows;
     size_t nrows, cap;
@@ -106,7 +107,7 @@ enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
  * the last one's reuses its plan, memory and slots */
 typedef struct {
     int alg, coll, dt, op, root, xport, in_place, no_recvbuf, acc_dt;
-    int zero;                 /* always 0: an even number of ints, so no padding (memcmp) */
+    int transport;            /* LP_TP_* asked for (an even number of ints: no padding, memcmp) */
     size_t count, chunk, window, staging;
     const lp_devops_t *dev;
 } lp_plan_key_t;

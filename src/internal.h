@@ -62,6 +62,7 @@ typedef struct lp_args {
      * round (the context's count of rounds started before it) */
     const struct lp_shm *shm;
     uint64_t shm_base;
+    int transport;          /* LP_TP_* the decision asked for (the ring allreduce's node-local one) */
 } lp_args_t;
 
 /* position *v of this rank on the chain that starts at rank `head` and goes up (dir = 1) or down
@@ -112,9 +113,6 @@ extern const lp_sched_t lp_sched_allreduce_mst, lp_sched_reduce_mst, lp_sched_bc
 extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcast_be;
 extern const lp_sched_t lp_sched_allreduce_ring;
 extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-local transport */
-/* the node-local transport from this message size up: below, its three exchanges cost more than
- * the copies save (P = 2 here: ring over MPI 2.2 us at 8 B against 6.0; even at 16 KiB) */
-#define LP_CMA_MIN_BYTES ((size_t)16384)
 int lp_cma_read(int pid, void *local, const void *remote, size_t len);
 int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len);
 int lp_cma_gather(const lp_lane_t *l);
@@ -122,30 +120,23 @@ int lp_cma_gather(const lp_lane_t *l);
  * `stride` bytes (three counters, then two slots of `slot` bytes) mapped at base */
 typedef struct lp_shm { int P; size_t slot, stride, bytes; char *base; } lp_shm_t;
 extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared memory */
-/* from this message size up (below, ring over MPI's two messages cost less than its rounds);
- * where single-copy reads are usable too, they take [LP_SHM_MID_BYTES, LP_SHM_BIG_BYTES).
- * Measured with the inputs rewritten before each call, as a training step or a solver does
- * (P = 2, `lpmpi-bench --forms blocking,inplace --fresh-input --algorithms auto`, builds
- * alternated 4 times, docs/performance.md): the slots are faster below 3 MiB (1 MiB 181 -> 148
- * us, in place 151 -> 115; 2.5 MiB 416 -> 400, 377 -> 327), single-copy reads from 3 MiB (3 MiB
- * 447 against 476 us) to 32 MiB (in place 24 MiB 2.98 against 3.35 ms), then the slots again
- * (ring at 64 MiB: in place 10.1 against 13.3 ms, out of place, results streamed, 11.4 against
- * 16.7).  Calling again on the same unchanged input (a plain benchmark loop) favours the
- * single-copy reads, which then find the peer's input in its caches: 1 MiB 134 against 144 us.
- * Out of place, the slots with streamed results also time faster at 24-28 MiB (1.17-1.21x), but
- * not once the caller reads its result (`--read-result`: 24 MiB 5.53 against 5.17 ms, 28 MiB
- * even), so one boundary serves both forms. */
-#define LP_SHM_MIN_BYTES ((size_t)4096)
-#define LP_SHM_MID_BYTES ((size_t)3 << 20)
-#define LP_SHM_BIG_BYTES ((size_t)32 << 20)
-/* the rule: which node-local transport a ring allreduce of nbytes on host memory takes, given
- * which ones the communicator has (request.c plans with it, lp_comm_ring_transport reports it) */
+/* The node-local transport of a ring allreduce of nbytes on host memory, given which ones the
+ * communicator has and what the decision asked for (a table row or the override: LP_TP_*; one
+ * the communicator lacks falls back to the rule): the cost model's rule by size where nothing
+ * asked (lp_nt_rule, model.c: its sizes and the measurements that set them).  request.c plans
+ * with it, lp_comm_ring_transport reports it. */
 enum { LP_RING_MPI = 0, LP_RING_SHM = 1, LP_RING_CMA = 2 };
-static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes) {
-    if (has_shm && nbytes >= LP_SHM_MIN_BYTES &&
-        (!has_cma || nbytes < LP_SHM_MID_BYTES || nbytes >= LP_SHM_BIG_BYTES))
-        return LP_RING_SHM;
-    return has_cma && nbytes >= LP_CMA_MIN_BYTES ? LP_RING_CMA : LP_RING_MPI;
+typedef struct {
+    size_t shm_min, shm_max;   /* shared memory for [shm_min, shm_max) */
+    size_t cma_min;            /* single-copy reads from cma_min (outside shared memory's range) */
+} lp_nt_rule_t;
+extern lp_nt_rule_t lp_nt_rule;
+static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes, int requested) {
+    if (requested == LP_TP_MPI) return LP_RING_MPI;
+    if (requested == LP_TP_SHM && has_shm) return LP_RING_SHM;
+    if (requested == LP_TP_CMA && has_cma) return LP_RING_CMA;
+    if (has_shm && nbytes >= lp_nt_rule.shm_min && nbytes < lp_nt_rule.shm_max) return LP_RING_SHM;
+    return has_cma && nbytes >= lp_nt_rule.cma_min ? LP_RING_CMA : LP_RING_MPI;
 }
 /* collective on comm (one node): map a segment on every rank, *out NULL where any rank failed */
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);
@@ -153,6 +144,12 @@ void lp_shm_close(lp_shm_t *s);
 size_t lp_shm_rounds(const lp_args_t *a);
 int lp_shm_ready(const lp_lane_t *l, size_t k);
 int lp_shm_step(const lp_lane_t *l, size_t k);
+/* waiting for the peers' counters asleep (alg_ring_shm.c: the protocol; progress.c: when) */
+void lp_shm_arm(const lp_shm_t *s, int me, uint32_t *v);
+void lp_shm_disarm(const lp_shm_t *s, int me);
+void lp_shm_sleep(const lp_shm_t *s, int me, uint32_t v, long timeout_ns);
+/* LPMPI_SHM_SPIN_US: how long (ns) a waiter polls the counters before it sleeps; < 0: never */
+extern long lp_shm_spin_ns;
 extern const lp_sched_t lp_sched_allreduce_native, lp_sched_reduce_native, lp_sched_bcast_native;
 
 /* the memory areas a plan asked for (valid while the request lives) */

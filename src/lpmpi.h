@@ -171,12 +171,13 @@ int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node);
  * segment could not be made (and single-copy reads were not allowed), 8 = both in use (each
  * where it is faster: shared memory below 3 MiB and from 32 MiB, single-copy reads between) */
 int lp_comm_transport(MPI_Comm comm, int *why);
-/* the transport of a ring allreduce of nbytes on host memory on comm (prepared context):
- * *which 1 shared memory, 2 single-copy reads, 0 MPI point-to-point */
-int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int *which);
-/* the sizes of that choice: shared memory from out[0], single-copy reads from out[1]; with both,
- * single-copy reads take [out[2], out[3]) */
-void lp_node_transport_sizes(size_t out[4]);
+/* the transport of a ring allreduce of nbytes on host memory on comm (prepared context) when the
+ * decision asks for `requested` (LP_TP_*): *which 1 shared memory, 2 single-copy reads, 0 MPI
+ * point-to-point */
+int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *which);
+/* the sizes of the model's rule (where no table row names a transport): shared memory for
+ * [out[0], out[2]), single-copy reads from out[1] outside that range */
+void lp_node_transport_sizes(size_t out[3]);
 /* bytes this process sent to ranks of other nodes in lpmpi's own point-to-point transfers
  * (not the MPI library's collectives of algorithm native), since the last reset */
 unsigned long long lp_node_bytes(int reset);
@@ -190,12 +191,16 @@ int lp_window_get(void);
  * single-copy reads, where they work), 2 shm only, 3 cma (single-copy reads) only, 0 mpi (MPI
  * point-to-point only) */
 void lp_set_node_transport(int mode);
+/* LPMPI_SHM_SPIN_US: nanoseconds a rank waiting on the shared-memory transport polls before it
+ * sleeps (< 0: never sleeps); returns the previous value */
+long lp_set_shm_spin(long ns);
 
 /* ---- the algorithm registry (registry.c) ---- */
 int lp_algo_count(void);
 const char *lp_algo_name(int alg);
 int lp_algo_coll(int alg);
 int lp_algo_chunked(int alg);
+int lp_algo_node_local(int alg);   /* its schedule runs over node-local transports (LP_TP_*) */
 int lp_algo_find(lp_coll_t coll, const char *name);   /* -1 when unknown */
 
 /* ---- alpha-beta-gamma model (model.c), used by "auto" where no table applies ---- */
@@ -217,7 +222,14 @@ void lp_table_clear(void);
 /* fingerprint of the loaded table (compared across ranks on each communicator's first call) */
 void lp_table_set_hash(uint64_t hash);
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                 int staging, int acc);
+                 int staging, int acc, int transport);
+/* The node-local transport of a ring allreduce on host memory between the ranks of one node, as
+ * a table row, the decision or an override asks for it: LP_TP_MODEL leaves it to the model's
+ * rule (lp_nt_model), the others name one; one the communicator lacks falls back to the rule. */
+enum { LP_TP_MODEL = 0, LP_TP_MPI = 1, LP_TP_SHM = 2, LP_TP_CMA = 3, LP_NTP = 4 };
+/* the process's transport override (the tuner's and lpmpi-bench's dimension; LP_TP_MODEL: none):
+ * every call's decision asks for it, above tables and model (every rank must set the same) */
+void lp_set_transport_override(int tp);
 /* environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES): alg -1 = none, chunk 0 = none */
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
 
@@ -233,6 +245,8 @@ typedef struct {
     size_t chunk;        /* chunk bytes (0 for unchunked algorithms) */
     int staging;         /* staging buffers of the table row (0: the default) */
     int source;          /* LP_SRC_* of the algorithm */
+    int transport;       /* LP_TP_* asked for (LP_TP_MODEL: the model's rule) */
+    int transport_source;  /* LP_SRC_* of the transport (LP_SRC_MODEL where the rule decides) */
     int tables;          /* the communicator's tables: 1 agree, -1 differ (rank 0's), 0 unchecked */
 } lp_choice_t;
 /* local (no communication): comm's context is used if it exists, never created; nbytes as

@@ -40,6 +40,16 @@ static lp_req_t *live;            /* every request not yet freed (MPI_Finalize) 
 static atomic_long fault_after;   /* tests: the n-th next point-to-point call fails */
 static atomic_ullong node_bytes;  /* sent to other nodes (lp_node_bytes) */
 
+/* passes of advance() on this thread that moved a request (the progress thread's sign of life
+ * for steps no MPI call reports: local steps, shared-memory rounds) */
+static _Thread_local unsigned long moves;
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 unsigned long long lp_node_bytes(int reset) {
     return reset ? atomic_exchange(&node_bytes, 0) : atomic_load(&node_bytes);
 }
@@ -327,10 +337,6 @@ cleanup:
     return rc;
 }
 
-/* passes of advance() on this thread that moved a request (the progress thread's sign of life
- * for steps no MPI call reports: local steps, shared-memory rounds) */
-static _Thread_local unsigned long moves;
-
 /* advance r as far as it goes without waiting */
 static int advance(lp_req_t *r) {
     int rc = LP_OK, saved = 0, entered = 0;
@@ -445,6 +451,71 @@ static int set_push(lp_req_t *r) {
     return LP_OK;
 }
 
+/* Nothing moved and the requests wait only for the peers' counters in segment s (NULL: other
+ * things too, or a caller that must not block): spin on the counters a while, then sleep until
+ * a peer advances one (alg_ring_shm.c: lp_shm_arm).  A spinning waiter answers fastest while
+ * every rank owns a core; where ranks share cores, with each other (more ranks than cores) or
+ * with other work (a data loader, another job), its spin takes the time the peer it waits for
+ * needs: a sched_yield hands the rest of the slice to whatever else runs there (a busy process
+ * beside the ranks: each wait then costs one of its slices), a plain spin keeps the core from a
+ * peer queued on it.  So the spin adapts, as an adaptive mutex does: each thread's budget
+ * halves whenever a wait had to sleep and doubles (up to lp_shm_spin_ns) whenever the spin
+ * alone saw the peers move; ranks that own their cores keep spinning, ranks that share one
+ * soon sleep at once.  Measured (P = 2 and 3, docs/performance.md "Waiting on the shared-memory
+ * transport").  The sleep's timeout is a safety net only: no wake-up is lost (the handshake). */
+enum { SHM_SLEEP_NS = 2000000, SHM_SPIN_GROW_NS = 1000 };
+long lp_shm_spin_ns = 50000;
+long lp_set_shm_spin(long ns) {
+    long prev = lp_shm_spin_ns;
+    lp_shm_spin_ns = ns < 0 ? -1 : ns;
+    return prev;
+}
+static _Thread_local struct {
+    unsigned long moves;        /* `moves` when this thread last looked */
+    long long since;            /* when this wait began (0: none yet) */
+    long budget;                /* ns it spins before it sleeps, in [0, lp_shm_spin_ns] */
+    int slept;                  /* this wait slept */
+    const lp_shm_t *armed;      /* the segment it armed (counted in its sleepers), or NULL */
+    const lp_shm_t *seg;        /* the segment of this wait */
+    int rank;
+    uint32_t v;                 /* the wake-up word when it armed */
+} W = {.budget = -2};
+
+static void idle_end(void) {
+    if (W.armed) lp_shm_disarm(W.armed, W.rank);
+    W.armed = NULL;
+}
+
+static void idle_wait(const lp_shm_t *s, int rank) {
+    if (!s) {
+        sched_yield();
+        return;
+    }
+    const long max = lp_shm_spin_ns;
+    if (W.budget == -2 || W.budget > max) W.budget = max;
+    long long t = now_ns();
+    if (W.moves != moves || W.seg != s || !W.since) {   /* a new wait: something moved since */
+        if (W.since && !W.slept && W.seg == s && max >= 0)   /* the last one ended in its spin */
+            W.budget = W.budget * 2 + SHM_SPIN_GROW_NS < max ? W.budget * 2 + SHM_SPIN_GROW_NS : max;
+        idle_end();
+        W.moves = moves;
+        W.seg = s;
+        W.since = t;
+        W.slept = 0;
+    }
+    if (max < 0 || t - W.since < W.budget) return;      /* spin: the caller polls again */
+    if (!W.armed) {              /* arm, then one more pass over the steps (the caller's loop) */
+        lp_shm_arm(s, rank, &W.v);
+        W.armed = s;
+        W.rank = rank;
+        return;
+    }
+    lp_shm_sleep(s, rank, W.v, SHM_SLEEP_NS);   /* disarms */
+    W.armed = NULL;
+    if (!W.slept) W.budget /= 2;
+    W.slept = 1;
+}
+
 /* Gather into G the transfers of r that can move it: each MPI lane retires its steps in
  * order, so only its oldest outstanding request matters (a later one's completion is of no
  * use before it).  This keeps the set MPI polls at one request per lane whatever the window:
@@ -476,17 +547,24 @@ cleanup:
  * block: wait for at least one (unless device work is in flight, whose completion no MPI
  * call reports: then test and yield).  Returns how many transfers it saw complete. */
 static int observe_set(int block) {
-    int rc = LP_OK, cnt = 0, dev = 0, pending = 0;
+    int rc = LP_OK, cnt = 0, dev = 0, pending = 0, mixed = 0;
+    const lp_shm_t *shm = NULL;     /* the one segment whose counters every waiting request polls */
+    int shm_rank = 0;
     size_t m = 0;
     for (size_t j = 0; j < G.nset; j++) {
         lp_req_t *r = G.set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
         dev = dev || r->dev_inflight || r->polling;
+        if (r->dev_inflight || (r->polling && shm && shm != r->a.shm)) mixed = 1;
+        if (r->polling) {
+            shm = r->a.shm;
+            shm_rank = r->a.rank;
+        }
         if (gather_heads(r, &m, &pending) != LP_OK) fail(r, LP_ERR_NOMEM);
     }
     if (m == 0) {
         if (pending) return pending;
-        if (dev) sched_yield();
+        if (dev) idle_wait(block && !mixed ? shm : NULL, shm_rank);
         else if (block) {          /* active requests with nothing in flight cannot move */
             rc = LP_FAIL(LP_ERR_INTERNAL, "pipeline stalled (a bug of lpmpi: please report it)");
             for (size_t j = 0; j < G.nset; j++)
@@ -597,7 +675,7 @@ static size_t count_done(void) {
  * meanwhile, and observed with r in one MPI_Waitsome; a request another thread observes is
  * waited for until that thread gives it back (it never blocks on requests of its own that
  * could keep it from returning: it blocks only in sets that hold r). */
-static void wait_for(lp_req_t *r, int private_req) {
+static void wait_for_(lp_req_t *r, int private_req) {
     for (;;) {
         if (private_req) {
             advance_or_fail(r);
@@ -639,6 +717,11 @@ static void wait_for(lp_req_t *r, int private_req) {
     }
 }
 
+static void wait_for(lp_req_t *r, int private_req) {
+    wait_for_(r, private_req);
+    idle_end();
+}
+
 /* ------------------------------------------------------------------------------- requests */
 static int report(const lp_req_t *r) {
     if (r->rc == LP_OK) return LP_OK;
@@ -666,6 +749,7 @@ int lp_engine_run(lp_req_t *r) {
         }
         observe_one(r);
     }
+    idle_end();
     return r->rc == LP_OK ? LP_OK : report(r);
 }
 
@@ -765,12 +849,6 @@ int lp_engine_drain(lp_ctx_t *ctx) {
  * core should not be slowed down by a thread that has nothing to do.  Nothing active, or everything observed by a waiter: it sleeps until a
  * start or a release. */
 enum { IDLE_NS = 1000000, IDLE_NAP_NS = 50000 };
-
-static long long now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 static void *progress_main(void *arg) {
     (void)arg;

@@ -115,6 +115,8 @@ int lp_algo_count(void) { return lp_nalgos; }
 const char *lp_algo_name(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].name : "?"; }
 int lp_algo_coll(int i) { return i >= 0 && i < lp_nalgos ? (int)lp_algos[i].coll : -1; }
 int lp_algo_chunked(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].chunked : 0; }
+/* the algorithms whose schedule has node-local transports (request.c: the ring allreduce) */
+int lp_algo_node_local(int i) { return i >= 0 && i < lp_nalgos && lp_algos[i].sched == &lp_sched_allreduce_ring; }
 int lp_algo_find(lp_coll_t coll, const char *name) {
     for (int i = 0; i < lp_nalgos; i++)
         if (lp_algos[i].coll == coll && strcmp(lp_algos[i].name, name) == 0) return i;

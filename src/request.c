@@ -200,7 +200,7 @@ static int req_plan(lp_req_t *r) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
     } else if (A->sched == &lp_sched_allreduce_ring && !a->dev) {   /* node-local transports */
-        int t = lp_ring_transport(a->shm != NULL, a->pids != NULL, a->count * a->esize);
+        int t = lp_ring_transport(a->shm != NULL, a->pids != NULL, a->count * a->esize, a->transport);
         r->sched = t == LP_RING_SHM ? &lp_sched_ring_shm : t == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
@@ -288,7 +288,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     }
     LP_TRY(req_get(ctx, kind, &r));
     const lp_plan_key_t key = {ch.alg, coll, dt, op, root, xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
-                               acc ? (int)acc_dt : -1, 0, count, ch.chunk, (size_t)lp_window,
+                               acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
                                (size_t)(ch.staging > 0 ? ch.staging : lp_staging), dev};
     int devid = -1, replan = !r->planned || memcmp(&key, &r->key, sizeof key) != 0;
     if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &devid));
@@ -303,7 +303,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         .persistent = kind == LP_REQ_PERSISTENT,
         .acc = acc, .acc_dt = acc_dt,
         .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids,
-        .shm = ctx->shm,
+        .shm = ctx->shm, .transport = ch.transport,
     };
     r->devid = devid;
     if (replan || devid >= 0) {

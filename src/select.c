@@ -21,6 +21,12 @@ unsigned long lp_select_gen = 1;   /* starts at 1 so that zeroed cache entries n
 
 static int ovr_alg[LP_NCOLLS] = {-1, -1, -1};
 static size_t ovr_chunk[LP_NCOLLS];
+static int ovr_tp = LP_TP_MODEL;
+
+void lp_set_transport_override(int tp) {
+    ovr_tp = tp > LP_TP_MODEL && tp < LP_NTP ? tp : LP_TP_MODEL;
+    lp_select_gen++;
+}
 
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
     if ((int)coll < 0 || coll >= LP_NCOLLS) return;
@@ -32,7 +38,7 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
 /* auto's algorithm and chunk (before the caller's chunk_bytes) */
 static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll, int P, size_t nbytes,
                         lp_mem_t mem, int acc, lp_choice_t *out) {
-    int a = -1, w = 0, src = LP_SRC_MODEL;
+    int a = -1, w = 0, src = LP_SRC_MODEL, tp = LP_TP_MODEL;
     size_t c = 0;
     if (ovr_alg[coll] >= 0) {                                        /* 1. environment */
         a = ovr_alg[coll];
@@ -45,6 +51,7 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
         a = row->alg;
         c = row->chunk;
         w = row->staging;
+        tp = row->transport;
         src = LP_SRC_TABLE;
     }
     if (a < 0) {                                                     /* 3. cost model */
@@ -61,7 +68,8 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
     if (!lp_algos[a].chunked) c = 0;
     else if (ovr_chunk[coll]) { c = ovr_chunk[coll]; src = LP_SRC_OVERRIDE; }
     else if (!c) c = lp_best_chunk_with(m, a, P, nbytes);
-    *out = (lp_choice_t){.alg = a, .chunk = c, .staging = w, .source = src};
+    *out = (lp_choice_t){.alg = a, .chunk = c, .staging = w, .source = src, .transport = tp,
+                         .transport_source = tp ? LP_SRC_TABLE : LP_SRC_MODEL};
 }
 
 int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int acc, int alg,
@@ -90,7 +98,11 @@ int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem,
     } else {
         if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll)
             return LP_FAIL(LP_ERR_ARG, "algorithm %d is not a %s algorithm", alg, lp_coll_name(coll));
-        ch = (lp_choice_t){.alg = alg, .source = LP_SRC_REQUESTED};
+        ch = (lp_choice_t){.alg = alg, .source = LP_SRC_REQUESTED, .transport_source = LP_SRC_MODEL};
+    }
+    if (ovr_tp != LP_TP_MODEL) {                 /* the transport override, above table and model */
+        ch.transport = ovr_tp;
+        ch.transport_source = LP_SRC_OVERRIDE;
     }
     if (!lp_algos[ch.alg].chunked) ch.chunk = 0;
     else if (chunk_bytes) ch.chunk = chunk_bytes;

@@ -30,11 +30,12 @@ static int table_push(lp_table_t *t, const lp_row_t *row) {
 }
 
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                 int staging, int acc) {
+                 int staging, int acc, int transport) {
     if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll || P < 1 || !(lo < hi) ||
-        (int)mem < 0 || mem >= LP_NMEMS || staging < 0 || staging > LP_STAGING_MAX)
+        (int)mem < 0 || mem >= LP_NMEMS || staging < 0 || staging > LP_STAGING_MAX ||
+        transport < 0 || transport >= LP_NTP)
         return LP_FAIL(LP_ERR_ARG, "invalid tuning row");
-    lp_row_t row = {(int)coll, (int)mem, P, alg, lo, hi, chunk, staging, acc != 0};
+    lp_row_t row = {(int)coll, (int)mem, P, alg, lo, hi, chunk, staging, acc != 0, transport};
     int rc = table_push(&lp_table, &row);
     lp_select_gen++;
     return rc;

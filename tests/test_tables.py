@@ -430,3 +430,48 @@ def test_explain_shows_the_plain_tables_row_beside_an_acc_table(tmp_path):
         print("OK")
         """, env={"LPMPI_TUNING_FILE": f"{tmp_path / 'a-acc.json'}:{tmp_path / 'b.json'}"})
     assert "OK" in out
+
+
+def test_shipped_host_tables_of_another_cpu_are_not_applied(tmp_path):
+    """A shipped host table measured on another CPU model is passed over (listed by info, no
+    warning); the one measured on this CPU is applied; LPMPI_TUNING_FILE applies either."""
+    here, other = tmp_path / "here.json", tmp_path / "other.json"
+    d_here, d_other = doc(), doc()
+    d_other["fingerprint"] = {**d_other["fingerprint"], "cpu_model": "Some Other CPU 9000"}
+    here.write_text(json.dumps(d_here))
+    other.write_text(json.dumps(d_other))
+    st = tables._select("shipped", [str(other), str(here)], LIB)
+    assert [t.path for t in st.applied] == [str(here)] and not st.ignored
+    assert st.other_cpu == [(str(other), "Some Other CPU 9000")]
+    assert tables._warning_text(st) is None
+    st = tables._select("shipped", [str(other)], LIB)
+    assert not st.applied and tables._warning_text(st) is None
+    st = tables._select("LPMPI_TUNING_FILE", [str(other)], LIB)
+    assert [t.path for t in st.applied] == [str(other)]
+    # a table without cpu_model makes no claim; a cuda table is not keyed by the CPU
+    bare = doc()
+    del bare["fingerprint"]["cpu_model"]
+    assert tables.measured_here(tables.parse_table(bare), "X")
+    cuda = doc()
+    cuda["fingerprint"] = {**cuda["fingerprint"], "memory": "cuda", "cpu_model": "Y"}
+    assert tables.measured_here(tables.parse_table(cuda), "X")
+
+
+def test_a_rows_transport_is_validated_kept_where_it_applies_and_hashed():
+    d = doc(rows={"allreduce": [{"lo": 0, "hi": 1024, "algorithm": "ring", "chunk_bytes": 4096, "transport": "shm"},
+                                {"lo": 1024, "hi": 4096, "algorithm": "lp", "transport": "cma"},
+                                {"lo": 4096, "hi": 8192, "algorithm": "ring", "transport": "bogus"},
+                                {"lo": 8192, "hi": "inf", "algorithm": "ring"}]})
+    t = tables.parse_table(d)
+    assert [r.transport for r in t.rows] == ["shm", None, None]     # lp has no transport; bogus skipped
+    assert len(t.skipped) == 1 and "transport must be one of" in t.skipped[0]
+    d2 = json.loads(json.dumps(d))
+    d2["collectives"]["allreduce"][0]["transport"] = "cma"
+    assert tables.rows_hash([t]) != tables.rows_hash([tables.parse_table(d2)])
+    rows = tables.merge_choices("allreduce", [tables.Choice(8, "ring", 4096, 1e-6, 2e-6, transport="shm"),
+                                              tables.Choice(16, "ring", 4096, 1e-6, 2e-6, transport="shm"),
+                                              tables.Choice(32, "ring", 4096, 1e-6, 2e-6, transport="mpi")],
+                                {"ring": True})
+    assert [(r.transport, r.hi) for r in rows] == [("shm", 23.0), ("mpi", float("inf"))]
+    out = tables.table_document(d["fingerprint"], rows, {})
+    assert [r.get("transport") for r in out["collectives"]["allreduce"]] == ["shm", "mpi"]

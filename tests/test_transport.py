@@ -120,9 +120,13 @@ def test_info_and_explain_say_which_transport(tmp_path):
             "assert e.transport.startswith(t[0]) and 'node-local transport' in str(e), e; "
             "rt = _core.ring_transport(None, 65536); assert (rt == 'mpi') == (t[0] == 'mpi'), rt; "
             "assert _core.ring_transport(None, 8) == 'mpi'; "
-            # the size rule where both are in use (internal.h, lp_ring_transport)
-            "rule = [_core.ring_transport(None, n << 20) for n in (1, 2, 3, 8, 31, 32)]; "
-            "assert t[0] != 'shm+cma' or rule == ['shm', 'shm', 'cma', 'cma', 'cma', 'shm'], rule; "
+            # the model's size rule where both are in use (internal.h, lp_ring_transport; model.c)
+            "rule = [_core.ring_transport(None, n << 20, None) for n in (1, 2, 3, 8, 31, 32, 64)]; "
+            "assert t[0] != 'shm+cma' or rule == ['shm', 'shm', 'cma', 'cma', 'cma', 'cma', 'cma'], rule; "
+            # what a table row or the override asks for, where the communicator has it
+            "asked = [_core.ring_transport(None, 64 << 20, x) for x in ('shm', 'cma', 'mpi')]; "
+            "assert t[0] != 'shm+cma' or asked == ['shm', 'cma', 'mpi'], asked; "
+            "assert t[0] != 'mpi' or asked == ['mpi'] * 3, asked; "
             "import sys; sys.stdout.write('T ' + t[0] + '\\n')")
     for env, want in (({}, None), ({"LPMPI_NODE_TRANSPORT": "mpi"}, "mpi"),
                       ({"MPIR_CVAR_NUM_CLIQUES": "2"}, "mpi")):
