@@ -98,14 +98,18 @@ def chunk_text(chunk_bytes: int) -> str:
     return f"{k >> 20}M" if k >= 1 << 20 else f"{k >> 10}K" if k >= 1 << 10 else f"{k}B"
 
 
-def chunk_label(algorithm: str, chunk_bytes: int | None, staging_buffers: int | None = None) -> str:
+def chunk_label(algorithm: str, chunk_bytes: int | None, staging_buffers: int | None = None,
+                transport: str | None = None) -> str:
     """The label of a configuration: ``lp/64K`` for a chunked one (``lp/64K/s4`` with staging
-    buffers), the bare name otherwise.
+    buffers), the bare name otherwise; a node-local transport ends it (``ring/256K@shm``).
 
     >>> chunk_label("lp", 65536), chunk_label("native", None), chunk_label("lp", 1 << 20, 8)
     ('lp/64K', 'native', 'lp/1M/s8')
+    >>> chunk_label("ring", 256 << 10, transport="shm"), chunk_label("ring", None, transport="cma")
+    ('ring/256K@shm', 'ring@cma')
     """
+    at = f"@{transport}" if transport is not None else ""
     if chunk_bytes is None:
-        return algorithm
+        return algorithm + at
     staging = f"/s{staging_buffers}" if staging_buffers is not None else ""
-    return f"{algorithm}/{chunk_text(chunk_bytes)}{staging}"
+    return f"{algorithm}/{chunk_text(chunk_bytes)}{staging}{at}"

@@ -304,3 +304,74 @@ def test_peers_adds_checked_gloo_rows_and_the_speedup(tmp_path):
 def test_peers_usage_errors(args, msg):
     rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", *args], child_env(), 60)
     assert rc == 2 and msg in out, out[-2000:]
+
+
+# ----------------------------------------------------------------------------- --transports
+
+
+@pytest.mark.mpi
+def test_transports_time_the_ring_over_each_transport_and_check_it(tmp_path):
+    """--transports mpi,cma at P = 2, 1 MiB: the ring is one checked row per transport
+    (``ring@mpi``, ``ring@cma``, each call over its own), native and auto as without it."""
+    js = tmp_path / "transports.json"
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--sizes", "1M", "--algorithms",
+           "native,ring,auto", "--transports", "mpi,cma", "--min-time", "0.002", "--warmup", "1",
+           "--no-bandwidth", "--json", str(js)]
+    rc, out, _ = run(cmd, child_env(), 120)
+    assert rc == 0, out[-6000:]
+    if "# note: no rows over cma" in out:
+        pytest.skip("this communicator has no single-copy (cma) transport")
+    data = json.loads(js.read_text())
+    rows = {r["label"]: r for r in data["rows"]}
+    assert set(rows) == {"native", "ring@mpi", "ring@cma", "auto"}, list(rows)
+    assert data["header"]["transports"] == ["mpi", "cma"]
+    assert (rows["ring@mpi"]["transport"], rows["ring@cma"]["transport"]) == ("mpi", "cma")
+    assert rows["ring@cma"]["algorithm"] == "ring" and rows["auto"]["transport"] is None
+    assert all(r["check"] == "ok" and r["time_us"] > 0 for r in rows.values()), rows
+    assert "# transports      : mpi,cma" in out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--transports", "mpi,rdma"], "--transports: unknown rdma"),
+    (["--transports", "mpi", "--memory", "cuda"], "--transports applies to the plain table and --forms"),
+    (["--transports", "mpi", "--scaling"], "--transports applies to the plain table and --forms"),
+])
+def test_transports_usage_errors(args, msg):
+    rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", *args], child_env(), 60)
+    assert rc == 2 and msg in out, out[-2000:]
+
+
+def test_transports_cases_and_forms_calls_run_over_their_transport(monkeypatch):
+    """build_cases: one ring case per transport (not for other algorithms, nor other collectives);
+    each form's call of such a case made over its transport, the override off between calls."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import lpmpi
+    from lpmpi import _core, bench
+    from lpmpi.bench.forms import _inplace, _nonblocking, _persistent
+
+    cases = bench.build_cases("allreduce", None, None, "sum", ["shm", "cma"])
+    assert [c.label for c in cases if c.algorithm == "ring"] == ["ring@shm", "ring@cma"]
+    assert all(c.transport is None for c in cases if c.algorithm != "ring")
+    plain = bench.build_cases("bcast", None, None, "sum")
+    assert bench.build_cases("bcast", None, None, "sum", ["shm"]) == plain
+
+    def asked() -> tuple:
+        return _core.transport_choice("allreduce", 1 << 20)
+
+    seen = []
+    for name in ("allreduce", "iallreduce", "allreduce_init"):
+        real = getattr(lpmpi, name)
+        monkeypatch.setattr(lpmpi, name, lambda *a, _real=real, **k: seen.append(asked()) or _real(*a, **k))
+    s = bench.Settings("allreduce", np.dtype("float32"), "sum", 0, 1, 3, 0.01, True, bench.HostMemory())
+    bufs = bench.make_buffers(s.backend, "allreduce", 1000, s.dtype, s.op, 0, 0)
+    case = bench.Case("ring@cma", "ring", None, "cma")
+    persistent, req = _persistent(case, s, bufs, MPI.COMM_SELF)
+    for call in (bench.make_call(case, "allreduce", bufs, "sum", 0, MPI.COMM_SELF),
+                 _nonblocking(case, s, bufs, MPI.COMM_SELF), _inplace(case, s, bufs.recv, MPI.COMM_SELF)):
+        assert asked() == (None, "model")
+        call()
+    persistent()
+    req.free()
+    assert seen == [("cma", "override")] * 4 and asked() == (None, "model")

@@ -12,10 +12,12 @@ import pytest
 from _mpi import child_env, mpiexec, run
 from optuna.trial import TrialState
 
-from lpmpi import model, tables
-from tuner.cli import size_ladder
-from tuner.driver import TIE, decide
-from tuner.space import Config, Space
+from lpmpi import engine, model, tables
+from lpmpi.bench import chunk_label, transports_of
+from tuner.cli import size_ladder, transport_dimension
+from tuner.driver import TIE, choice_record, decide
+from tuner.report import describe, summary
+from tuner.space import Config, Space, transport_param
 from tuner.studies import CHOICE_ATTR, DUPLICATE_ATTR, BucketStudy, FarFromBestPruner, study_name
 
 FAST = ["--min-time", "0.002", "--min-reps", "3", "--max-reps", "6", "--warmup", "1",
@@ -118,6 +120,137 @@ def test_space_suggest_is_conditional():
         assert cfg in space.grid()
         assert set(trial.params) == set(space.params(cfg))              # a chunk only when chunked
         study.tell(trial, 1.0)
+
+
+ALL = ("mpi", "shm", "cma")
+
+
+def test_space_with_transports_multiplies_the_ring_by_each_transport():
+    """The transport dimension: only the algorithms that have transports (the ring allreduce),
+    each of their grid configurations once per transport; kept in engine.TRANSPORTS order."""
+    assert engine.TRANSPORTS == ALL
+    plain = Space.of("allreduce", 1 << 20)
+    space = Space.of("allreduce", 1 << 20, transports=("cma", "mpi", "shm"))
+    assert space.transports == ALL and space.transported == {"ring"}
+    rings = [c for c in plain.grid() if c.algorithm == "ring"]
+    grid = space.grid()
+    assert rings and len(grid) == len(set(grid)) == len(plain.grid()) + (len(ALL) - 1) * len(rings)
+    assert {c for c in grid if c.algorithm == "ring"} == {Config("ring", c.chunk_bytes, None, t)
+                                                          for c in rings for t in ALL}
+    assert all(c.transport is None for c in grid if c.algorithm != "ring")
+    assert space.default_budget() == -(-len(grid) // 4)
+    for cfg in grid:                                                      # parameters round trip
+        p = space.params(cfg)
+        assert (transport_param("ring") in p) == (cfg.algorithm == "ring")
+        assert space.config_of(p) == cfg
+    # one transport asked: a dimension of one value (the configurations carry it)
+    one = Space.of("allreduce", 1 << 20, transports=("shm",))
+    assert len(one.grid()) == len(plain.grid())
+    assert {c.transport for c in one.grid() if c.algorithm == "ring"} == {"shm"}
+    # no algorithm with transports (bcast, reduce): no dimension
+    for coll in ("bcast", "reduce"):
+        assert Space.of(coll, 1 << 20, transports=ALL).grid() == Space.of(coll, 1 << 20).grid()
+        assert Space.of(coll, 1 << 20, transports=ALL).transports == ()
+    with pytest.raises(ValueError, match="unknown transports"):
+        Space.of("allreduce", 1 << 20, transports=("mpi", "rdma"))
+
+
+def test_space_with_transports_clamp_config_of_and_labels():
+    space = Space.of("allreduce", 1 << 20, transports=ALL)
+    ruled = Space.of("allreduce", 1 << 20, transports=ALL, default_transport="shm")
+    assert ruled.default_transport == "shm"
+    lacking = Space.of("allreduce", 1 << 20, transports=("mpi", "cma"), default_transport="shm")
+    assert lacking.default_transport is None                             # not searched: not the default
+    ring = Config("ring", 4096)
+    assert space.clamp(ring) == Config("ring", 4096, None, "mpi")        # no transport: the first
+    assert ruled.clamp(ring) == Config("ring", 4096, None, "shm")        # ... or the rule's
+    assert space.clamp(Config("ring", 1 << 16, None, "cma")) == Config("ring", 1 << 16, None, "cma")
+    assert space.clamp(Config("ring", 1 << 16, None, "rdma")).transport == "mpi"   # not a choice
+    assert space.clamp(Config("lp", 1 << 16, None, "shm")) == Config("lp", 1 << 16)   # lp: none
+    assert space.clamp(Config("native", None, None, "shm")) == Config("native")
+    assert Space.of("allreduce", 1 << 20).clamp(Config("ring", 1 << 16, None, "cma")) == Config("ring", 65536)
+    good = space.params(Config("ring", 1 << 16, None, "shm"))
+    assert good[transport_param("ring")] == "shm"
+    assert space.config_of({**good, transport_param("ring"): "rdma"}) is None       # unknown transport
+    assert space.config_of({k: v for k, v in good.items() if k != transport_param("ring")}) is None
+    assert Space.of("allreduce", 1 << 20, transports=("mpi", "cma")).config_of(good) is None   # not searched
+    assert Space.of("allreduce", 1 << 20).config_of(good) == Config("ring", 1 << 16)   # no dimension
+    # labels and words: the transport ends them; without one, as before
+    assert Config("ring", 1 << 18, None, "shm").label == "ring/256K@shm"
+    assert Config("lp", 1 << 16, 8).label == "lp/64K/s8" and Config("native").label == "native"
+    assert chunk_label("ring", 1 << 18, None, "cma") == "ring/256K@cma" and chunk_label("lp", 4096) == "lp/4K"
+    assert describe(Config("ring", 1 << 18, None, "shm")) == "ring chunk 256 KiB over shm"
+
+
+def test_space_with_transports_warm_start_and_suggest():
+    """The warm start measures the ring at its model chunk over each transport (the model knows
+    none); the sampler asks a transport for the ring only."""
+    space = Space.of("allreduce", 1 << 20, transports=ALL, default_transport="shm")
+    start = space.warm_start(2, previous=[Config("ring", 1 << 16, None, "cma")])
+    assert start[0] == Config("native") and start[1] == Config("ring", 1 << 16, None, "cma")
+    assert len(start) == len(set(start)) and all(c in space.grid() for c in start)
+    model_ring = next(c for c, _ in space.predictions(2) if c.algorithm == "ring")
+    assert model_ring.transport == "shm"
+    assert {Config("ring", model_ring.chunk_bytes, None, t) for t in ALL} <= set(start)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=1))
+    seen = set()
+    for _ in range(40):
+        trial = study.ask()
+        cfg = space.suggest(trial)
+        assert cfg in space.grid() and set(trial.params) == set(space.params(cfg))
+        seen.add(cfg.transport)
+        study.tell(trial, 1.0)
+    assert seen - {None}
+
+
+def test_transport_dimension_names_studies_records_and_the_summary():
+    # the transports the communicator has (lpmpi._core.comm_transport's name), and those searched
+    assert transports_of("shm+cma") == ALL and transports_of("cma") == ("mpi", "cma")
+    assert transports_of("mpi") == ("mpi",)
+    assert transport_dimension(ALL, None)[0] == ALL
+    assert transport_dimension(ALL, ["cma", "mpi"])[0] == ("mpi", "cma")
+    assert transport_dimension(("mpi",), None) == ((), "mpi here; no transport dimension")
+    # a transport space is its own study
+    base = study_name("allreduce", "host", 2, "float32", "sum", 1 << 20, (), True)
+    named = study_name("allreduce", "host", 2, "float32", "sum", 1 << 20, (), True, ALL)
+    assert named != base
+    assert named == "lpmpi/allreduce/host+transports-mpi-shm-cma+fresh/P2/float32/sum/1048576B"
+    # the stored record carries the transport; records without one (older) still read
+    ring, native = Config("ring", 1 << 16, None, "shm"), Config("native")
+    rec = choice_record(ring, 1e-4, 2e-4, {ring: 1e-4, native: 2e-4}, 5, 1)
+    assert rec["transport"] == "shm" and [Config(*c) for c in rec["candidates"]] == [ring, native]
+    assert Config(*["ring", 65536, None]) == Config("ring", 1 << 16)
+    # the summary's transport column, only when a choice has one
+    from tuner.report import BucketResult
+
+    with_tp = summary([BucketResult("allreduce", 1 << 20, ring, 1e-4, 2e-4, 3, 12, 47)])
+    assert "transport" in with_tp[0] and " shm " in with_tp[2]
+    assert "transport" not in summary([BucketResult("allreduce", 8, native, 1e-6, 1e-6, 1, 2, 5)])[0]
+
+
+def test_a_configuration_runs_over_its_transport_call_by_call():
+    """The tuner's calls (lpmpi.bench.with_transport, via the benchmark's make_call) set the
+    configuration's transport around each call, so that interleaved ones each take their own;
+    the override is off again between calls."""
+    from mpi4py import MPI
+
+    from lpmpi import _core
+    from lpmpi.bench import with_transport
+    from tuner.measure import Bench, settings
+
+    def asked() -> tuple:
+        return _core.transport_choice("allreduce", 1 << 20)
+
+    assert asked() == (None, "model")
+    assert with_transport(asked, "cma")() == ("cma", "override") and asked() == (None, "model")
+    with settings(Config("ring", 4096, None, "shm")):
+        assert asked() == ("shm", "override")
+    assert asked() == (None, "model")
+    b = Bench(MPI.COMM_SELF, "allreduce", 4096, np.dtype(np.float32), "sum")
+    for tp in ALL:
+        b.call(Config("ring", 1024, None, tp))()
+    assert asked() == (None, "model")
+    assert len(b.interleaved([Config("ring", 1024, None, t) for t in ALL], 1, 3)) == 3
 
 
 def test_seeded_sampler_asks_the_same_first_trials():
@@ -329,7 +462,8 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
     assert len(stored) == 4 and all(c["passes"] == 2 for c in stored.values()), stored
     for c in stored.values():
         times = {Config(*cfg): t for cfg, t in zip(c["candidates"], c["times"])}
-        assert Config("native") in times and decide(times)[0] == Config(c["algorithm"], c["chunk_bytes"])
+        assert Config("native") in times and decide(times)[0] == Config(c["algorithm"], c["chunk_bytes"],
+                                                                        c["staging_buffers"], c["transport"])
     # a rerun of the same command finds everything done: nothing measured again, not even the
     # final check
     before = finished(db)
@@ -370,8 +504,9 @@ def test_compare_grid_reports_the_regret_of_auto(tmp_path):
 @pytest.mark.mpi
 def test_resume_after_stop_and_kill_repeats_no_finished_trial(tmp_path):
     db, out = tmp_path / "tune.db", tmp_path / "table.json"
+    # one transport: the ring's grid (and so the budget below) as without a transport dimension
     cmd = ["--collectives", "allreduce", "--sizes", "8,64K", "--storage", f"sqlite:///{db}",
-           "--out", str(out), "--no-fit-model", *FAST]
+           "--out", str(out), "--no-fit-model", "--transports", "mpi", *FAST]
     rc, text = tune(*cmd, "--max-trials-this-run", "2")                  # a clean stop
     assert rc == 3 and "rerun the same command" in text, text[-4000:]
     first = finished(db)
@@ -411,6 +546,20 @@ def test_acc_dtype_arguments_are_checked(capsys, tmp_path):
         study_name("allreduce", "host", 2, "bfloat16", "sum", 8)
 
 
+def test_transports_arguments_are_checked(capsys, tmp_path):
+    from tuner.cli import main
+
+    base = ["--storage", "memory", "--sizes", "8", "--quiet", "--no-fit-model",
+            "--out", str(tmp_path / "t.json")]
+    assert main([*base, "--transports", "mpi,rdma"]) == 2
+    assert "--transports: unknown rdma (known: mpi, shm, cma)" in capsys.readouterr().err
+    assert main([*base, "--transports", ","]) == 2
+    assert "--transports: unknown (none given)" in capsys.readouterr().err
+    assert main([*base, "--transports", "shm", "--memory", "cuda"]) == 2
+    assert "--transports applies to host memory" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+
+
 @pytest.mark.mpi
 def test_acc_dtype_tuning_run_writes_a_table_for_acc_calls_only(tmp_path):
     """--dtype float16 --acc-dtype float32: its own studies, measured with acc_dtype, and a table
@@ -439,3 +588,41 @@ def test_acc_dtype_tuning_run_writes_a_table_for_acc_calls_only(tmp_path):
     assert rc == 0, text[-4000:]
     got = [json.loads(ln.split(None, 1)[1]) for ln in text.splitlines() if ln.startswith("RESULT")]
     assert len(got) == 2 and all(g == [expect, "mst"] for g in got), (got, expect)
+
+
+@pytest.mark.mpi
+def test_tuning_run_searches_the_transport_and_the_table_names_it(tmp_path):
+    """A real run at P = 2 around 1 MiB with the transport dimension: the ring measured over each
+    transport, the table's ring rows name the one chosen, and with that table loaded the decision
+    asks the ring for it (source 'table')."""
+    db, out = tmp_path / "tune.db", tmp_path / "table.json"
+    sizes = (512 << 10, 1 << 20)
+    rc, text = tune("--collectives", "allreduce", "--sizes", "512K,1M", "--storage", f"sqlite:///{db}",
+                    "--out", str(out), "--no-fit-model", "--trials", "8", "--verify-passes", "1", *FAST)
+    assert rc == 0, text[-6000:]
+    if "no transport dimension" in text:
+        pytest.skip("this communicator has one node-local transport only")
+    searched = tuple(next(ln for ln in text.splitlines() if "node-local transports:" in ln)
+                     .split("searched: ")[1].split()[0].split(","))
+    assert len(searched) > 1 and set(searched) <= set(ALL), text[-2000:]
+    assert all(f"+transports-{'-'.join(searched)}+" in name for name in choices(db)), list(choices(db))
+    per = measured(finished(db))
+    params = [dict(p) for ps in per.values() for p in ps]
+    rings = {p[transport_param("ring")] for p in params if p["algorithm"] == "ring"}
+    assert rings == set(searched), per                      # the warm start: each transport once
+    t = tables.read_table(out)
+    assert t.skipped == [] and list(t.tuner["settings"]["transports"]) == list(searched)
+    doc = json.loads(out.read_text())
+    for row in doc["collectives"]["allreduce"]:
+        assert ("transport" in row) == (row["algorithm"] == "ring"), row
+        assert row.get("transport") in (None, *searched)
+    expect = {str(n): [t.lookup("allreduce", n).transport, "table" if t.lookup("allreduce", n).transport
+                       else "model"] for n in sizes}
+    code = ("import json, sys, lpmpi; from lpmpi import _core; from mpi4py import MPI; "
+            f"r = {{str(n): list(_core.transport_choice('allreduce', n)) for n in {sizes!r}}}; "
+            "sys.stdout.write(f'RESULT {json.dumps(r)}\\n'); sys.stdout.flush()")
+    rc, text = run([mpiexec(), "-n", "2", sys.executable, "-c", code],
+                   child_env({"LPMPI_TUNING_FILE": str(out)}), 60)[:2]
+    assert rc == 0, text[-4000:]
+    got = [json.loads(ln.split(None, 1)[1]) for ln in text.splitlines() if ln.startswith("RESULT")]
+    assert len(got) == 2 and all(g == expect for g in got), (got, expect)

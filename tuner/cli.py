@@ -6,6 +6,9 @@
 ``--memory cuda`` tunes device memory (CuPy arrays, one GPU per rank of a node; the table is
 for memory "cuda").  Where MPI is not CUDA-aware, so that lpmpi stages device buffers through
 the host, chunked algorithms get one more dimension: the staging buffers (``--staging-buffers``).
+On host memory, where the ranks of a node have more than one node-local transport, the
+algorithms that run over one (the ring allreduce) get one more dimension: the transport
+(``--transports``), and the table's rows name the one chosen.
 
 Rerunning the same command after an interruption resumes: finished trials are kept in the
 storage and never measured again.  Exit status: 0 done (table written), 2 bad usage,
@@ -28,7 +31,7 @@ from mpi4py import MPI
 
 import lpmpi
 from lpmpi import engine, model, tables
-from lpmpi.bench import Parser, add_flag, device_problem, resolve_dtype, size_arg, sizes_arg
+from lpmpi.bench import Parser, add_flag, device_problem, node_transports, resolve_dtype, size_arg, sizes_arg
 from lpmpi.engine import COLLECTIVES, OPS
 from tuner.driver import Settings, StopRun, Tuner
 from tuner.report import BucketResult, Progress, summary
@@ -75,14 +78,17 @@ def _list_text(values: Sequence[Any]) -> str:
     return ",".join(map(str, values))
 
 
+def _name_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
 def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     """The command line (``quiet`` silences it on ranks other than 0)."""
     p = Parser(prog="lpmpi-tune", description=__doc__.splitlines()[0].replace("``", ""), quiet=quiet,
                formatter_class=HelpFormatter,
                epilog="Rerunning the same command after an interruption resumes. Exit status: 0 done, "
                "2 bad usage, 3 stopped by --max-trials-this-run, 130 interrupted.")
-    p.add_argument("--collectives", default=list(COLLECTIVES), metavar="LIST",
-                   type=lambda t: [c.strip() for c in t.split(",") if c.strip()],
+    p.add_argument("--collectives", default=list(COLLECTIVES), metavar="LIST", type=_name_list,
                    help=f"comma-separated collectives to tune (default: {_list_text(COLLECTIVES)})")
     p.add_argument("--min-bytes", type=size_arg, default=8, metavar="SIZE",
                    help="smallest message size tuned, binary units (8, 1K, 64KiB)")
@@ -110,6 +116,10 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
                    help="--memory cuda, MPI not CUDA-aware: the staging buffers tried for chunked "
                    f"algorithms (each 1..{engine.STAGING_MAX}; chunks in flight per direction of the staged pipeline; "
                    f"default: {_list_text(STAGING_CHOICES)})")
+    p.add_argument("--transports", type=_name_list, metavar="LIST",
+                   help="host memory: the node-local transports tried for the algorithms that run over "
+                   f"one (the ring allreduce), of {_list_text(engine.TRANSPORTS)} (default: all this "
+                   "communicator has; no such dimension where it has one only)")
     p.add_argument("--fresh-input", action=argparse.BooleanOptionalAction, default=True,
                    help="rewrite each call's input before it, untimed, as an application writes its "
                    "input before each call (default); --no-fresh-input times calls on an unchanged "
@@ -170,10 +180,34 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
         p.error("need --max-reps >= --min-reps, --warmup >= 0, --checkpoint-reps >= 0, --prune-factor > 1")
     if not a.staging_buffers or not all(1 <= w <= engine.STAGING_MAX for w in a.staging_buffers):
         p.error(f"--staging-buffers: need one or more ints in 1..{engine.STAGING_MAX}, got {a.staging_buffers}")
+    if a.transports is not None:
+        bad = [t for t in a.transports if t not in engine.TRANSPORTS]
+        if bad or not a.transports:
+            p.error(f"--transports: unknown {', '.join(bad) or '(none given)'} "
+                    f"(known: {', '.join(engine.TRANSPORTS)})")
+        if a.memory != "host":
+            p.error("--transports applies to host memory")
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
                     a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top,
                     verify_passes=a.verify_passes, acc_dtype=a.acc_dtype, fresh_input=a.fresh_input)
+
+
+def transport_dimension(have: Sequence[str], asked: Sequence[str] | None) -> tuple[tuple[str, ...], str]:
+    """The transports searched (in ``have``'s order) of those the communicator has (``have``)
+    and those ``--transports`` asks for (None: all), and a note saying so; none where the
+    communicator has one transport only or has none of those asked for.
+
+    >>> transport_dimension(("mpi", "shm", "cma"), None)[0], transport_dimension(("mpi",), None)[0]
+    (('mpi', 'shm', 'cma'), ())
+    >>> transport_dimension(("mpi", "cma"), ["shm", "cma"])
+    (('cma',), 'mpi,cma here; searched: cma (not here: shm)')
+    """
+    lacking = [t for t in asked or () if t not in have]
+    searched = tuple(t for t in have if asked is None or t in asked) if len(have) > 1 else ()
+    note = f"{_list_text(have)} here; " + (f"searched: {_list_text(searched)}" if searched
+                                           else "no transport dimension")
+    return searched, note + (f" (not here: {_list_text(lacking)})" if lacking else "")
 
 
 def _usable_cores() -> int:
@@ -203,7 +237,7 @@ def table_for(results: Sequence[BucketResult], fp: dict[str, Any], fitted: model
     for coll in dict.fromkeys(r.collective for r in results):
         chunked = engine.chunked(coll)
         choices = [tables.Choice(r.nbytes, r.choice.algorithm, r.choice.chunk_bytes, r.seconds, r.native_s,
-                                 r.choice.staging_buffers)
+                                 r.choice.staging_buffers, r.choice.transport)
                    for r in results if r.collective == coll]
         rows += tables.merge_choices(coll, choices, chunked)
     tuner = {"command": command, "settings": settings, "lpmpi_version": lpmpi.__version__,
@@ -234,6 +268,9 @@ def _run(comm: Any, argv: list[str]) -> int:
             + (f", staging buffers tried for chunked algorithms: {list(s.staging_choices)}"
                if s.staging_choices else " (no staging dimension)")
             + (" [emulated on the host]" if info["emulated"] else ""))
+    else:
+        s.transports, note = transport_dimension(node_transports(comm), args.transports)
+        say(f"# node-local transports: {note}")
     fp = tables.fingerprint(comm, s.memory)
     if s.acc_dtype:
         fp["acc_dtype"] = s.acc_dtype     # the table applies to acc_dtype calls only

@@ -13,7 +13,7 @@ import numpy as np
 
 import lpmpi
 from lpmpi import engine
-from lpmpi.bench import format_bytes, memory_backend
+from lpmpi.bench import format_bytes, memory_backend, rule_transport
 from tuner.measure import Bench, reps_for
 from tuner.report import BucketResult, Progress
 from tuner.space import NATIVE, Config, Space
@@ -53,6 +53,7 @@ class Settings:
     verify_passes: int = 2             # moments the finalists are measured at (2: again after the run)
     acc_dtype: str | None = None       # calls with acc_dtype: part of the dtype (its own studies)
     fresh_input: bool = True           # the input rewritten before each timed call (its own studies)
+    transports: tuple[str, ...] = ()   # transport dimension of the algorithms that have one (host)
 
 
 class Tuner:
@@ -96,7 +97,11 @@ class Tuner:
         return results
 
     def _space(self, collective: str, nbytes: int) -> Space:
-        return Space.of(collective, nbytes, self.s.staging_choices, self.default_staging)
+        """The bucket's space; in a transport space the configurations the model names (no
+        transport) get the one the model's rule takes at this size."""
+        rule = rule_transport(self.comm, nbytes) if self.s.transports else None
+        return Space.of(collective, nbytes, self.s.staging_choices, self.default_staging,
+                        self.s.transports, rule)
 
     def _budget(self, space: Space) -> int:
         return max(1, min(self.s.trials or space.default_budget(), len(space.grid()) - 1))
@@ -122,7 +127,7 @@ class Tuner:
 
         dtype = self.s.dtype.name + (f"+{self.s.acc_dtype}" if self.s.acc_dtype else "")
         name = study_name(space.collective, self.s.memory, self.nprocs, dtype, self.s.op,
-                          space.nbytes, space.staging, self.s.fresh_input)
+                          space.nbytes, space.staging, self.s.fresh_input, space.transports)
         startup = len(space.algorithms) + 1
         return BucketStudy.open(self.storage, name, space, budget, self.s.seed, self.s.prune_factor,
                                 startup, self.library)
@@ -144,7 +149,8 @@ class Tuner:
             stored = study.stored_choice() if study.done else None
         stored = self.comm.bcast(stored, root=0)
         if stored is not None:
-            choice = Config(stored["algorithm"], stored["chunk_bytes"], stored.get("staging_buffers"))
+            choice = Config(stored["algorithm"], stored["chunk_bytes"], stored.get("staging_buffers"),
+                            stored.get("transport"))
             return self._result(space, budget, study, choice, stored["seconds"], stored["native_s"],
                                 reused=True)
         bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root, self.backend,
@@ -236,7 +242,7 @@ class Tuner:
             if not stored or stored.get("passes", 1) >= self.s.verify_passes or not stored.get("candidates"):
                 out.append(r)
                 continue
-            cands = [Config(*c) for c in stored["candidates"]]
+            cands = [Config(*c) for c in stored["candidates"]]   # [alg, chunk, staging(, transport)]
             bench = Bench(self.comm, r.collective, r.nbytes, self.s.dtype, self.s.op, self.s.root,
                           self.backend, acc_dtype=self.s.acc_dtype, fresh_input=self.s.fresh_input)
             again = bench.interleaved(cands, 1, int(stored["reps"]) * max(1, self.s.verify_rounds))
@@ -270,10 +276,12 @@ def decide(times: dict[Config, float]) -> tuple[Config, float, float | None]:
 def choice_record(choice: Config, seconds: float, native_s: float | None, times: dict[Config, float],
                   reps: int, passes: int) -> dict[str, Any]:
     """What a study stores of its bucket's choice: the choice, and the finalists with their
-    times so far (the worse over ``passes`` verification passes) for the final check."""
+    times so far (the worse over ``passes`` verification passes) for the final check (records
+    of earlier versions, without a transport, read as None)."""
     return {"algorithm": choice.algorithm, "chunk_bytes": choice.chunk_bytes,
-            "staging_buffers": choice.staging_buffers, "seconds": seconds, "native_s": native_s,
-            "candidates": [[c.algorithm, c.chunk_bytes, c.staging_buffers] for c in times],
+            "staging_buffers": choice.staging_buffers, "transport": choice.transport,
+            "seconds": seconds, "native_s": native_s,
+            "candidates": [[c.algorithm, c.chunk_bytes, c.staging_buffers, c.transport] for c in times],
             "times": list(times.values()), "reps": reps, "passes": passes}
 
 

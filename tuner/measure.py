@@ -7,7 +7,8 @@ Buffers live where ``--memory`` says (:func:`lpmpi.bench.memory_backend`): host 
 cuda (CuPy arrays on this rank's GPU; with ``LPMPI_TUNER_FAKE_DEVICE=1``, for tests without a
 GPU, host arrays that lpmpi runs on its device path under ``LPMPI_EMULATE_STAGING=1``).  A
 configuration's staging buffers are set (:func:`lpmpi.engine.staging`) around its calls and
-restored after."""
+restored after, and so is its node-local transport (:func:`lpmpi.engine.transport`): around
+each call where configurations are measured side by side, each its own."""
 from __future__ import annotations
 
 import contextlib
@@ -41,6 +42,14 @@ def staging(cfg: Config) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def settings(cfg: Config) -> Iterator[None]:
+    """``cfg``'s process-wide settings in force for the duration: its staging buffers and its
+    node-local transport (each left alone when it has none)."""
+    with staging(cfg), engine.transport(cfg.transport):
+        yield
+
+
 def reps_for(estimate_s: float, min_time: float, min_reps: int, max_reps: int) -> int:
     """Repetitions so that a configuration as fast as ``estimate_s`` takes about ``min_time``."""
     return bench.Repetitions(min_time=min_time, min_reps=min_reps, max_reps=max_reps).count([estimate_s])
@@ -60,11 +69,11 @@ class Bench:
         self.bufs = bench.make_buffers(self.backend, collective, count, dtype, op, comm.Get_rank(), root)
 
     def call(self, cfg: Config) -> bench.Call:
-        """A no-argument callable running the collective with ``cfg`` (its staging buffers set
-        around each call when it has any); with ``fresh_input``, the input is rewritten before
-        each timed repetition, untimed, as an application writes it before each call (bcast:
-        the root's)."""
-        case = bench.Case(cfg.label, cfg.algorithm, cfg.chunk_bytes)
+        """A no-argument callable running the collective with ``cfg`` (its staging buffers and
+        its transport, :func:`lpmpi.bench.with_transport`, set around each call when it has
+        them); with ``fresh_input``, the input is rewritten before each timed repetition,
+        untimed, as an application writes it before each call (bcast: the root's)."""
+        case = bench.Case(cfg.label, cfg.algorithm, cfg.chunk_bytes, cfg.transport)
         fn = bench.make_call(case, self.collective, self.bufs, self.op, self.root, self.comm,
                              acc_dtype=self.acc_dtype)
         if cfg.staging_buffers is not None:
@@ -81,7 +90,7 @@ class Bench:
     def estimate(self, cfg: Config, rounds: int = 3) -> float:
         """A quick time of ``cfg`` (the fastest of a few repetitions, slowest rank), to size
         repetitions."""
-        with staging(cfg):
+        with settings(cfg):
             return bench.estimate(self.comm, [self.call(Config(cfg.algorithm, cfg.chunk_bytes))], rounds)[0]
 
     def run(self, cfg: Config, warmup: int, reps: int, checkpoint_at: int = 0,
@@ -91,8 +100,8 @@ class Bench:
         checkpoint = None
         if prune is not None and checkpoint_at > 0:
             checkpoint = bench.Checkpoint(checkpoint_at, lambda medians: prune(medians[0]))
-        with staging(cfg):
-            fn = self.call(Config(cfg.algorithm, cfg.chunk_bytes))   # staging set once, around all
+        with settings(cfg):
+            fn = self.call(Config(cfg.algorithm, cfg.chunk_bytes))   # settings set once, around all
             [t] = bench.measure(self.comm, [fn], reps, warmup=warmup, checkpoint=checkpoint)
         return Result(t.median, t.reps, t.pruned)
 

@@ -3,6 +3,8 @@ closing summary table.
 
 >>> describe(Config("lp", 16384, 8)), duration(80), seconds_text(2.1e-4)
 ('lp chunk 16 KiB staging 8', '1m20s', '0.21 ms')
+>>> describe(Config("ring", 1 << 18, transport="shm"))
+'ring chunk 256 KiB over shm'
 """
 from __future__ import annotations
 
@@ -36,12 +38,15 @@ class BucketResult:
 
 
 def describe(cfg: Config) -> str:
-    """A configuration in words: ``lp chunk 16 KiB``, ``lp chunk 1 MiB staging 8``, ``native``."""
+    """A configuration in words: ``lp chunk 16 KiB``, ``lp chunk 1 MiB staging 8``,
+    ``ring chunk 256 KiB over shm``, ``native``."""
     text = cfg.algorithm
     if cfg.chunk_bytes is not None:
         text += f" chunk {format_bytes(cfg.chunk_bytes)}"
     if cfg.staging_buffers is not None:
         text += f" staging {cfg.staging_buffers}"
+    if cfg.transport is not None:
+        text += f" over {cfg.transport}"
     return text
 
 
@@ -113,17 +118,19 @@ def _us(seconds: float | None) -> str:
 
 def summary(results: Sequence[BucketResult]) -> list[str]:
     """The closing table: per bucket the choice, its time, native's time and the speed-up (and,
-    when any choice has them, the staging buffers)."""
+    when any choice has them, the staging buffers and the transport)."""
     staged = any(r.choice.staging_buffers is not None for r in results)
+    transported = any(r.choice.transport is not None for r in results)
     head = f"{'collective':<10} {'size':>10} {'algorithm':<9} {'chunk':>9} " \
-           + (f"{'staging':>7} " if staged else "") \
+           + (f"{'staging':>7} " if staged else "") + (f"{'transport':>9} " if transported else "") \
            + f"{'time_us':>11} {'native_us':>11} {'speedup':>8} {'trials/grid':>12}"
     lines = [head, "-" * len(head)]
     for r in results:
         chunk = format_bytes(r.choice.chunk_bytes) if r.choice.chunk_bytes else "-"
         staging = f"{r.choice.staging_buffers or '-':>7} " if staged else ""
+        transport = f"{r.choice.transport or '-':>9} " if transported else ""
         up = f"{r.speedup:.2f}x" if r.speedup else "-"
         lines.append(f"{r.collective:<10} {format_bytes(r.nbytes):>10} {r.choice.algorithm:<9} "
-                     f"{chunk:>9} {staging}{_us(r.seconds):>11} {_us(r.native_s):>11} {up:>8} "
+                     f"{chunk:>9} {staging}{transport}{_us(r.seconds):>11} {_us(r.native_s):>11} {up:>8} "
                      f"{f'1+{r.measured}/{r.grid}':>12}")
     return lines

@@ -3,7 +3,12 @@ grid it is compared with, the trial budget and the model's warm-start configurat
 
 Device memory staged through the host (``--memory cuda`` where MPI is not CUDA-aware) adds one
 dimension for chunked algorithms: the staging buffers, chunks in flight per direction of the
-staged pipeline (:func:`lpmpi.engine.staging`), a categorical among ``Space.staging``."""
+staged pipeline (:func:`lpmpi.engine.staging`), a categorical among ``Space.staging``.
+
+Host memory on a communicator with more than one node-local transport
+(:func:`lpmpi.bench.node_transports`) adds one dimension for the algorithms that run over one
+(:func:`lpmpi.engine.has_transports`: the ring allreduce): the transport
+(:func:`lpmpi.engine.transport`), a categorical among ``Space.transports``."""
 from __future__ import annotations
 
 import math
@@ -23,16 +28,18 @@ DEFAULT_STAGING = engine.DEFAULT_STAGING   # the engine's default staging buffer
 @dataclass(frozen=True, order=True)
 class Config:
     """One point of the search space; ``chunk_bytes`` is None for unchunked algorithms,
-    ``staging_buffers`` None outside a staging dimension (the process default applies)."""
+    ``staging_buffers`` None outside a staging dimension (the process default applies),
+    ``transport`` None outside a transport dimension (the model's rule by size applies)."""
 
     algorithm: str
     chunk_bytes: int | None = None
     staging_buffers: int | None = None
+    transport: str | None = None
 
     @property
     def label(self) -> str:
-        """``lp/64K``, ``lp/64K/s8``, ``native`` (:func:`lpmpi.bench.chunk_label`)."""
-        return chunk_label(self.algorithm, self.chunk_bytes, self.staging_buffers)
+        """``lp/64K``, ``lp/64K/s8``, ``ring/256K@shm``, ``native`` (:func:`lpmpi.bench.chunk_label`)."""
+        return chunk_label(self.algorithm, self.chunk_bytes, self.staging_buffers, self.transport)
 
 
 def chunk_param(algorithm: str) -> str:
@@ -46,23 +53,46 @@ def staging_param(algorithm: str) -> str:
     return f"{algorithm}_staging_buffers"
 
 
+def transport_param(algorithm: str) -> str:
+    """The Optuna parameter holding ``algorithm``'s node-local transport (transport spaces, the
+    algorithms that have transports only)."""
+    return f"{algorithm}_transport"
+
+
 @dataclass(frozen=True)
 class Space:
     """The configurations of one collective at one message size; ``staging``: the values of the
     staging-buffers dimension of chunked algorithms (empty: no such dimension, as for host
-    memory), ``default_staging`` the process's value (the warm start's)."""
+    memory), ``default_staging`` the process's value (the warm start's); ``transports``: the
+    values of the transport dimension of the algorithms in ``transported`` (empty: none),
+    ``default_transport`` the one a configuration without a transport is given (None: the
+    first of ``transports``)."""
 
     collective: str
     nbytes: int
     chunked: Mapping[str, bool]    # algorithm -> chunked, in registry order
     staging: tuple[int, ...] = ()
     default_staging: int = DEFAULT_STAGING
+    transports: tuple[str, ...] = ()
+    transported: frozenset[str] = frozenset()   # the algorithms with a transport dimension
+    default_transport: str | None = None
 
     @classmethod
     def of(cls, collective: str, nbytes: int, staging: tuple[int, ...] = (),
-           default_staging: int = DEFAULT_STAGING) -> Space:
-        """The space of ``collective`` at ``nbytes`` from the engine's registry."""
-        return cls(collective, nbytes, engine.chunked(collective), tuple(sorted(set(staging))), default_staging)
+           default_staging: int = DEFAULT_STAGING, transports: tuple[str, ...] = (),
+           default_transport: str | None = None) -> Space:
+        """The space of ``collective`` at ``nbytes`` from the engine's registry; ``transports``
+        (of :data:`lpmpi.engine.TRANSPORTS`, kept in its order) give the algorithms that have
+        transports a transport dimension (host memory: the caller passes them only there)."""
+        unknown = sorted(set(transports) - set(engine.TRANSPORTS))
+        if unknown:
+            raise ValueError(f"unknown transports {unknown} (known: {', '.join(engine.TRANSPORTS)})")
+        tps = tuple(t for t in engine.TRANSPORTS if t in transports)
+        chunked = engine.chunked(collective)
+        transported = frozenset(a for a in chunked if tps and engine.has_transports(collective, a))
+        return cls(collective, nbytes, chunked, tuple(sorted(set(staging))), default_staging,
+                   tps if transported else (), transported,
+                   default_transport if transported and default_transport in tps else None)
 
     @property
     def algorithms(self) -> tuple[str, ...]:
@@ -76,13 +106,13 @@ class Space:
 
     def grid(self) -> list[Config]:
         """The exhaustive grid (:func:`lpmpi.model.grid`) that the tuner's regret is measured on,
-        times the staging choices for chunked algorithms in a staging space."""
+        times the staging choices for chunked algorithms in a staging space and the transports
+        for the algorithms that have them in a transport space."""
         out = []
         for alg, chunk in model.grid(self.collective, self.nbytes):
-            if chunk is not None and self.staging:
-                out += [Config(alg, chunk, w) for w in self.staging]
-            else:
-                out.append(Config(alg, chunk))
+            stagings: tuple[int | None, ...] = self.staging if chunk is not None and self.staging else (None,)
+            transports: tuple[str | None, ...] = self.transports if alg in self.transported else (None,)
+            out += [Config(alg, chunk, w, tp) for w in stagings for tp in transports]
         return out
 
     def default_budget(self) -> int:
@@ -93,15 +123,21 @@ class Space:
     def clamp(self, cfg: Config) -> Config:
         """``cfg`` inside the space: chunk (and staging) dropped for unchunked algorithms; for
         chunked ones the chunk rounded to a power of two in range and, in a staging space, the
-        staging buffers to the nearest choice (in log scale; None: the default's)."""
+        staging buffers to the nearest choice (in log scale; None: the default's); the transport
+        kept where the algorithm has the dimension and it is one of its choices (else the
+        default transport), dropped elsewhere."""
+        transport = None
+        if cfg.algorithm in self.transported:
+            transport = cfg.transport if cfg.transport in self.transports else \
+                self.default_transport or self.transports[0]
         if not self.chunked.get(cfg.algorithm):
-            return Config(cfg.algorithm)
+            return Config(cfg.algorithm, transport=transport)
         chunk = cfg.chunk_bytes or model.grid_chunks(self.nbytes)[-1]
         staging = None
         if self.staging:
             want = math.log2(cfg.staging_buffers or self.default_staging)
             staging = min(self.staging, key=lambda w: (abs(math.log2(w) - want), w))
-        return Config(cfg.algorithm, model.pow2_chunk(chunk, self.nbytes), staging)
+        return Config(cfg.algorithm, model.pow2_chunk(chunk, self.nbytes), staging, transport)
 
     # ---- Optuna parameters
     def params(self, cfg: Config) -> dict[str, Any]:
@@ -112,33 +148,43 @@ class Space:
             p[chunk_param(cfg.algorithm)] = cfg.chunk_bytes.bit_length() - 1
         if cfg.staging_buffers is not None:
             p[staging_param(cfg.algorithm)] = cfg.staging_buffers
+        if cfg.transport is not None:
+            p[transport_param(cfg.algorithm)] = cfg.transport
         return p
 
     def suggest(self, trial: Any) -> Config:
         """Ask an Optuna trial for a configuration (conditional space: a chunk only for chunked
-        algorithms, on a log2 scale; in a staging space also their staging buffers, categorical)."""
+        algorithms, on a log2 scale; in a staging space also their staging buffers, categorical;
+        in a transport space the transport of the algorithms that have one, categorical)."""
         alg = trial.suggest_categorical(ALGORITHM_PARAM, list(self.algorithms))
-        if not self.chunked[alg]:
-            return Config(alg)
-        k = trial.suggest_int(chunk_param(alg), *self.log2_chunks)
-        if not self.staging:
-            return Config(alg, 1 << k)
-        return Config(alg, 1 << k, int(trial.suggest_categorical(staging_param(alg), list(self.staging))))
+        chunk = staging = transport = None
+        if self.chunked[alg]:
+            chunk = 1 << trial.suggest_int(chunk_param(alg), *self.log2_chunks)
+            if self.staging:
+                staging = int(trial.suggest_categorical(staging_param(alg), list(self.staging)))
+        if alg in self.transported:
+            transport = str(trial.suggest_categorical(transport_param(alg), list(self.transports)))
+        return Config(alg, chunk, staging, transport)
 
     def config_of(self, params: Mapping[str, Any]) -> Config | None:
         """The configuration of a finished trial's parameters (None if not of this space)."""
         alg = params.get(ALGORITHM_PARAM)
         if alg not in self.chunked:
             return None
+        transport = None
+        if alg in self.transported:
+            transport = params.get(transport_param(alg))
+            if transport not in self.transports:
+                return None
         if not self.chunked[alg]:
-            return Config(alg)
+            return Config(alg, transport=transport)
         k = params.get(chunk_param(alg))
         if not isinstance(k, int):
             return None
         if not self.staging:
-            return Config(alg, 1 << k)
+            return Config(alg, 1 << k, transport=transport)
         w = params.get(staging_param(alg))
-        return Config(alg, 1 << k, w) if isinstance(w, int) and w in self.staging else None
+        return Config(alg, 1 << k, w, transport) if isinstance(w, int) and w in self.staging else None
 
     # ---- warm start
     def predictions(self, nprocs: int) -> list[tuple[Config, float]]:
@@ -171,7 +217,9 @@ class Space:
         previous (smaller) bucket's choice, the model's predicted best, the previous bucket's
         runner-up, LP with one chunk for the whole message, LP at the analytic chunk, then every
         other algorithm once at its model chunk; in a staging space, last, LP at the analytic
-        chunk with each other staging choice (the model knows no staging).
+        chunk with each other staging choice (the model knows no staging); in a transport space,
+        last, each algorithm that has transports at its model chunk with each transport (the
+        model knows no transport).
 
         The neighbouring bucket's measured ranking comes first because it predicts this bucket
         better than the model does: the model knows alpha, beta and gamma, not the MPI library's
@@ -188,4 +236,6 @@ class Space:
         order += [c for c in ranked[1:] if c.algorithm not in seen]
         if lp is not None and self.staging:
             order += [Config(lp.algorithm, lp.chunk_bytes, w) for w in self.staging]
+        order += [Config(c.algorithm, c.chunk_bytes, c.staging_buffers, tp)
+                  for c in ranked if c.algorithm in self.transported for tp in self.transports]
         return list(dict.fromkeys(order))

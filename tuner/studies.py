@@ -100,11 +100,14 @@ def storage_for(url: str) -> optuna.storages.BaseStorage:
 
 
 def study_name(collective: str, memory: str, nprocs: int, dtype: str, op: str, nbytes: int,
-               staging: tuple[int, ...] = (), fresh_input: bool = False) -> str:
+               staging: tuple[int, ...] = (), fresh_input: bool = False,
+               transports: tuple[str, ...] = ()) -> str:
     """The deterministic name of a bucket's study (what a rerun loads); a staging space's
-    choices are part of it (another set of choices is another study), and so is measuring
-    with the input rewritten before each call (other times, another study)."""
-    where = memory + (f"+staging{'-'.join(map(str, staging))}" if staging else "") + ("+fresh" if fresh_input else "")
+    choices are part of it (another set of choices is another study), so are a transport
+    space's, and so is measuring with the input rewritten before each call (other times,
+    another study)."""
+    where = memory + (f"+staging{'-'.join(map(str, staging))}" if staging else "") \
+        + (f"+transports-{'-'.join(transports)}" if transports else "") + ("+fresh" if fresh_input else "")
     return f"lpmpi/{collective}/{where}/P{nprocs}/{dtype}/{op}/{nbytes}B"
 
 

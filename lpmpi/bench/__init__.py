@@ -62,6 +62,7 @@ from lpmpi.bench.cases import (
     make_call,
     mpi_op,
     resolve_dtype,
+    with_transport,
 )
 from lpmpi.bench.cli import DEFAULT_SIZES, Parser, add_flag, build_parser, main, size_arg, sizes_arg
 from lpmpi.bench.grid import (
@@ -106,6 +107,7 @@ from lpmpi.bench.memory import (
     memory_backend,
     selection_memory,
 )
+from lpmpi.bench.nodes import node_transports, rule_transport, transports_of
 from lpmpi.bench.report import (
     environment_header,
     format_header,
@@ -139,9 +141,9 @@ __all__ = [
     "expected_values", "fake_device", "finalists", "format_bytes", "format_grid_row",
     "format_header", "format_row", "format_table_header", "grid_cases", "grid_row", "is_grid_label",
     "is_inexact", "main", "make_buffers", "make_call", "max_over_ranks", "measure",
-    "measure_memory_bandwidth", "memory_backend", "mpi_op", "native_reference", "parse_size",
-    "parse_sizes", "pattern", "probe", "refilled", "resolve_dtype", "run_collective",
-    "run_compare_grid", "run_scaling", "run_size", "same_result", "sample_indices",
+    "measure_memory_bandwidth", "memory_backend", "mpi_op", "native_reference", "node_transports",
+    "parse_size", "parse_sizes", "pattern", "probe", "refilled", "resolve_dtype", "rule_transport",
+    "run_collective", "run_compare_grid", "run_scaling", "run_size", "same_result", "sample_indices",
     "selection_memory", "size_arg", "sizes_arg", "speedup_verdict", "summarize", "summarize_grid",
-    "tuned_choice",
+    "transports_of", "tuned_choice", "with_transport",
 ]

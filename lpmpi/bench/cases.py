@@ -4,6 +4,8 @@ row it fills (``asdict`` of a :class:`Row` is the JSON row).
 
 >>> [c.label for c in build_cases("bcast", ["native", "auto"], None, "sum")]
 ['native', 'auto']
+>>> [c.label for c in build_cases("allreduce", ["ring", "auto"], None, "sum", ["mpi", "cma"])]
+['ring@mpi', 'ring@cma', 'auto']
 >>> bus_factor("allreduce", 4), bus_factor("bcast", 4)
 (1.5, 1.0)
 """
@@ -18,6 +20,8 @@ import numpy as np
 from mpi4py import MPI
 
 import lpmpi
+from lpmpi import engine
+from lpmpi._units import chunk_label
 from lpmpi.bench.memory import HostMemory
 
 AUTO = "auto"
@@ -31,12 +35,16 @@ class Case:
     """One row label of a size: an lpmpi algorithm (``auto`` included) or the mpi4py reference.
 
     ``algorithm`` is None for the mpi4py row.  ``--compare-grid`` has one case per
-    (algorithm, chunk_bytes) pair, labelled e.g. ``lp/64K``.
+    (algorithm, chunk_bytes) pair, labelled e.g. ``lp/64K``.  ``transport``: the node-local
+    transport its calls are made over (:func:`lpmpi.engine.transport`, for the algorithms that
+    have transports; ``--transports`` has one case per transport, labelled e.g. ``ring@shm``);
+    None: the engine's own choice.
     """
 
     label: str
     algorithm: str | None
     chunk_bytes: int | None = None
+    transport: str | None = None
 
 
 @dataclass
@@ -101,6 +109,7 @@ class Row:
     selected_algorithm: str | None = None
     selected_chunk_bytes: int | None = None
     error: str | None = None
+    transport: str | None = None          # the case's node-local transport (--transports)
 
 
 def resolve_dtype(name: str) -> np.dtype:
@@ -129,11 +138,14 @@ def bus_factor(collective: str, nprocs: int) -> float:
     return 2.0 * (nprocs - 1) / nprocs if collective == "allreduce" else 1.0
 
 
-def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int | None, op: str) -> list[Case]:
+def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int | None, op: str,
+                transports: Sequence[str] | None = None) -> list[Case]:
     """The cases of one collective: its algorithms (``native`` first), ``auto``, ``mpi4py``.
 
     ``names`` restricts them (names not valid for this collective are skipped).  ``chunk_bytes``
-    goes to the explicit algorithms; ``auto`` keeps its own choice.
+    goes to the explicit algorithms; ``auto`` keeps its own choice.  ``transports`` (host memory,
+    of :data:`lpmpi.engine.TRANSPORTS`): an algorithm that has transports
+    (:func:`lpmpi.engine.has_transports`) is one case per transport instead, ``ring@shm``.
     """
     algs = list(lpmpi.algorithms(collective))
     algs.sort(key=lambda a: a != NATIVE)  # native first: the baseline row
@@ -148,9 +160,25 @@ def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int |
             cases.append(Case(label, None))
         elif label == AUTO:
             cases.append(Case(label, AUTO))
+        elif transports and engine.has_transports(collective, label):
+            cases += [Case(chunk_label(label, None, transport=tp), label, chunk_bytes, tp)
+                      for tp in transports]
         else:
             cases.append(Case(label, label, chunk_bytes))
     return cases
+
+
+def with_transport(call: Callable[[], Any], transport: str | None) -> Callable[[], Any]:
+    """``call`` with ``transport`` as the node-local transport override around each of its calls
+    (:func:`lpmpi.engine.transport`; every rank sets the same), so that calls measured side by
+    side each run over their own; ``call`` itself for None."""
+    if transport is None:
+        return call
+
+    def over_transport() -> Any:
+        with engine.transport(transport):
+            return call()
+    return over_transport
 
 
 def make_call(
@@ -158,7 +186,8 @@ def make_call(
     acc_dtype: str | None = None,
 ) -> Callable[[], Any]:
     """A no-argument callable running one collective of ``case`` on ``bufs`` (acc_dtype: passed
-    to lpmpi's allreduce and reduce; mpi4py's own collectives and gloo have none)."""
+    to lpmpi's allreduce and reduce; mpi4py's own collectives and gloo have none), over the
+    case's transport when it has one (:func:`with_transport`)."""
     if acc_dtype is not None and (case.label == GLOO or case.algorithm is None or collective == "bcast"):
         raise ValueError(f"acc_dtype: lpmpi's allreduce and reduce only, not {case.label} {collective}")
     if case.label == GLOO:
@@ -174,10 +203,12 @@ def make_call(
     if acc_dtype is not None:
         kw["acc_dtype"] = acc_dtype
     if collective == "allreduce":
-        return functools.partial(lpmpi.allreduce, bufs.send, bufs.recv, op, comm, **kw)
-    if collective == "reduce":
-        return functools.partial(lpmpi.reduce, bufs.send, bufs.recv, op, root, comm, **kw)
-    return functools.partial(lpmpi.bcast, bufs.send, root, comm, **kw)
+        call = functools.partial(lpmpi.allreduce, bufs.send, bufs.recv, op, comm, **kw)
+    elif collective == "reduce":
+        call = functools.partial(lpmpi.reduce, bufs.send, bufs.recv, op, root, comm, **kw)
+    else:
+        call = functools.partial(lpmpi.bcast, bufs.send, root, comm, **kw)
+    return with_transport(call, case.transport)
 
 
 GLOO_OPS = {"sum": "SUM", "prod": "PRODUCT", "max": "MAX", "min": "MIN", "band": "BAND",

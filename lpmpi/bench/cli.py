@@ -8,6 +8,7 @@ Run it under ``mpiexec``; only rank 0 prints::
     mpiexec -n 2 lpmpi-bench
     mpiexec -n 4 lpmpi-bench --collective all --sizes 8,1K,1M,64MiB --json bench.json
     mpiexec -n 2 lpmpi-bench --sizes 1M:64M:x2 --algorithms lp,native --dtype float64
+    mpiexec -n 2 lpmpi-bench --sizes 64K:64M:x4 --algorithms ring,auto --transports mpi,shm,cma
 
 Exit status: 0, 1 if any lpmpi result mismatched or any lpmpi algorithm failed, 2 bad usage.
 """
@@ -29,12 +30,12 @@ from lpmpi.bench.forms import FORMS, run_forms
 from lpmpi.bench.grid import run_compare_grid
 from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
 from lpmpi.bench.memory import MEMORY_BACKENDS, memory_backend
-from lpmpi.bench.nodes import run_node_bytes
+from lpmpi.bench.nodes import node_transports, run_node_bytes
 from lpmpi.bench.overlap import COMPUTES, run_overlap
 from lpmpi.bench.report import environment_header, format_header
 from lpmpi.bench.rows import measure_memory_bandwidth, run_collective
 from lpmpi.bench.scaling import run_scaling
-from lpmpi.engine import COLLECTIVES, OPS
+from lpmpi.engine import COLLECTIVES, OPS, TRANSPORTS
 
 DEFAULT_SIZES = "8,16:64MiB:x4"
 
@@ -108,6 +109,13 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     )
     p.add_argument("--chunk-bytes", type=size_arg,
                    help="chunk_bytes for the explicit algorithms, e.g. 256K (default: the engine's choice)")
+    p.add_argument(
+        "--transports",
+        type=lambda t: [a.strip() for a in t.split(",") if a.strip()],
+        help=f"host memory, the plain table and --forms: time the algorithms that run over a node-local "
+        f"transport (the ring allreduce) once per transport of this list ({','.join(TRANSPORTS)}), "
+        "rows labelled e.g. ring@shm, instead of once over the engine's choice",
+    )
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
                    help=f"warm-up repetitions per size, every algorithm once each (default {DEFAULT_WARMUP})")
     p.add_argument("--reps", type=int,
@@ -209,6 +217,13 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
     modes = [m for m in ("compare_grid", "scaling", "forms", "overlap", "node_bytes") if getattr(args, m)]
     if len(modes) > 1:
         p.error("--" + " and --".join(m.replace("_", "-") for m in modes) + " cannot be combined")
+    if args.transports is not None:
+        bad = [t for t in args.transports if t not in TRANSPORTS]
+        if bad or not args.transports:
+            p.error(f"--transports: unknown {', '.join(bad) or '(none given)'} "
+                    f"(known: {', '.join(TRANSPORTS)})")
+        if args.memory != "host" or any(m != "forms" for m in modes):
+            p.error("--transports applies to the plain table and --forms on host memory")
     if args.peers:
         if args.collective != "allreduce" or args.memory != "host":
             p.error("--peers compares allreduce on host memory (--collective allreduce)")
@@ -246,12 +261,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, flush=True)
 
     counts = list(dict.fromkeys(max(1, n // dtype.itemsize) for n in args.sizes))
+    transports, lacking = None, []
+    if args.transports is not None:      # those this communicator has (collective: prepares it)
+        have = node_transports(comm)
+        transports = [t for t in args.transports if t in have]
+        lacking = [t for t in args.transports if t not in have]
     header = environment_header(comm, args, dtype, [c * dtype.itemsize for c in counts])
+    header["transports"] = transports
     for line in format_header(header):
         out(line)
     if args.bandwidth and not args.node_bytes:
         header["memory_bandwidth"] = measure_memory_bandwidth(comm)
         out(format_header(header)[-1])
+    if lacking:
+        out(f"# note: no rows over {', '.join(lacking)}: this communicator does not have "
+            f"{'it' if len(lacking) == 1 else 'them'} (the ring would take the model's rule instead)")
     if args.op == "avg" and (args.algorithms is None or MPI4PY in args.algorithms):
         out("# note: no mpi4py row, as avg has no MPI op")
 
@@ -266,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     node_rows: list[dict[str, Any]] = []
     summaries: dict[str, Any] = {}
     for collective in collectives:
-        cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op)
+        cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op, transports)
         if args.peers:
             cases.append(Case(GLOO, None))
         if not backend.mpi_readable:  # --memory cuda, MPI not CUDA-aware

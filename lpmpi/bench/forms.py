@@ -31,6 +31,9 @@ its time, as an optimizer step reads what its allreduce wrote: a result written 
 (the shared-memory transport streams large out-of-place results) costs its reader, which timing
 the call alone does not show.
 
+With ``--transports``, an algorithm that has node-local transports is one case per transport
+(``ring@shm``): each form's calls are made over it (the persistent request made over it).
+
 Every row's result is checked as in the plain benchmark (the in-place one on a fresh copy of the
 input).  The summary gives each form's time over the blocking out-of-place call's, per case and
 size.
@@ -45,9 +48,10 @@ import numpy as np
 from mpi4py import MPI
 
 import lpmpi
+from lpmpi import engine
 from lpmpi._units import format_bytes
 from lpmpi.bench import harness
-from lpmpi.bench.cases import AUTO, NATIVE, Case, Row, Settings, bus_factor, make_call
+from lpmpi.bench.cases import AUTO, NATIVE, Case, Row, Settings, bus_factor, make_call, with_transport
 from lpmpi.bench.memory import selection_memory
 from lpmpi.bench.report import format_row, format_table_header
 from lpmpi.bench.verify import check_case, make_buffers, native_reference, same_result
@@ -69,17 +73,18 @@ def _nonblocking(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> Callable
         start = functools.partial(lpmpi.ireduce, bufs.send, bufs.recv, s.op, s.root, comm, **kw)
     else:
         start = functools.partial(lpmpi.ibcast, bufs.send, s.root, comm, **kw)
-    return lambda: start().wait()
+    return with_transport(lambda: start().wait(), case.transport)
 
 
 def _persistent(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Callable[[], Any], Any]:
     kw = _kw(case)
-    if s.collective == "allreduce":
-        req = lpmpi.allreduce_init(bufs.send, bufs.recv, s.op, comm, **kw)
-    elif s.collective == "reduce":
-        req = lpmpi.reduce_init(bufs.send, bufs.recv, s.op, s.root, comm, **kw)
-    else:
-        req = lpmpi.bcast_init(bufs.send, s.root, comm, **kw)
+    with engine.transport(case.transport):         # the request's transport is decided here
+        if s.collective == "allreduce":
+            req = lpmpi.allreduce_init(bufs.send, bufs.recv, s.op, comm, **kw)
+        elif s.collective == "reduce":
+            req = lpmpi.reduce_init(bufs.send, bufs.recv, s.op, s.root, comm, **kw)
+        else:
+            req = lpmpi.bcast_init(bufs.send, s.root, comm, **kw)
 
     def call() -> Any:
         req.start()
@@ -90,10 +95,12 @@ def _persistent(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Cal
 def _inplace(case: Case, s: Settings, buf: Any, comm: MPI.Comm) -> Callable[[], Any]:
     kw = _kw(case)
     if s.collective == "allreduce":
-        return functools.partial(lpmpi.allreduce, lpmpi.IN_PLACE, buf, s.op, comm, **kw)
-    if comm.Get_rank() == s.root:
-        return functools.partial(lpmpi.reduce, lpmpi.IN_PLACE, buf, s.op, s.root, comm, **kw)
-    return functools.partial(lpmpi.reduce, buf, None, s.op, s.root, comm, **kw)
+        call = functools.partial(lpmpi.allreduce, lpmpi.IN_PLACE, buf, s.op, comm, **kw)
+    elif comm.Get_rank() == s.root:
+        call = functools.partial(lpmpi.reduce, lpmpi.IN_PLACE, buf, s.op, s.root, comm, **kw)
+    else:
+        call = functools.partial(lpmpi.reduce, buf, None, s.op, s.root, comm, **kw)
+    return with_transport(call, case.transport)
 
 
 def _check_inplace(comm: MPI.Comm, s: Settings, case: Case, orig: np.ndarray, reference: Any) -> str | None:
@@ -162,7 +169,7 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
                 continue
             label = case.label + SUFFIX[form]
             row = Row(s.collective, label, case.algorithm, case.chunk_bytes, nbytes, count, s.dtype.name,
-                      s.op, root, nprocs)
+                      s.op, root, nprocs, transport=case.transport)
             if case.algorithm == AUTO and form == "blocking":
                 row.selected_algorithm, row.selected_chunk_bytes = lpmpi.select(
                     s.collective, nbytes, comm, memory=memory)

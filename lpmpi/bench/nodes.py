@@ -7,6 +7,10 @@ timing oversubscribed runs: per size and algorithm, one call, and the bytes each
 ranks of other nodes in lpmpi's own point-to-point transfers (``_core.node_bytes``; the MPI
 library's collectives, which ``native`` calls, are not counted).  Rows give the largest and
 the mean over ranks, as bytes and as a multiple of the message size n, and every rank's count.
+
+Also the node-local transports of a communicator (:func:`node_transports`: those the ring
+allreduce can be asked for between the ranks of a node, ``--transports`` of the benchmark and
+the tuner) and the one the model's rule takes at a size (:func:`rule_transport`).
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from lpmpi import _core
+from lpmpi import _core, engine
 from lpmpi._units import format_bytes
 from lpmpi.bench.cases import NATIVE, Case, Settings, make_call
 from lpmpi.bench.verify import make_buffers
@@ -31,6 +35,29 @@ def placement(nodes: Sequence[int]) -> str:
     for rank, lead in enumerate(nodes):
         groups.setdefault(lead, []).append(rank)
     return " | ".join(f"node of rank {lead}: ranks {' '.join(map(str, rs))}" for lead, rs in groups.items())
+
+
+def transports_of(name: str) -> tuple[str, ...]:
+    """The node-local transports named by :func:`lpmpi._core.comm_transport`'s ``name``, in
+    :data:`lpmpi.engine.TRANSPORTS` order: "mpi" always, "shm" and "cma" where it has them.
+
+    >>> transports_of("shm+cma"), transports_of("cma"), transports_of("mpi")
+    (('mpi', 'shm', 'cma'), ('mpi', 'cma'), ('mpi',))
+    """
+    have = set(name.split("+")) | {"mpi"}
+    return tuple(t for t in engine.TRANSPORTS if t in have)
+
+
+def node_transports(comm: MPI.Comm) -> tuple[str, ...]:
+    """The node-local transports ``comm`` has (:func:`transports_of`).  Collective on ``comm``'s
+    first lpmpi call (it prepares the communicator), local after."""
+    return transports_of(_core.comm_transport(comm)[0])
+
+
+def rule_transport(comm: MPI.Comm, nbytes: int) -> str | None:
+    """The transport the model's rule by size takes for a ring allreduce of ``nbytes`` on host
+    memory on ``comm`` (None before ``comm``'s first lpmpi call).  Local."""
+    return _core.ring_transport(comm, nbytes, None)
 
 
 def run_node_bytes(

@@ -235,6 +235,9 @@ def format_header(h: dict[str, Any]) -> list[str]:
     ]
     if h["chunk_bytes"]:
         lines.append(f"# chunk_bytes     : {h['chunk_bytes']} (explicit algorithms; not auto)")
+    if h.get("transports") is not None:
+        tps = ",".join(h["transports"]) or "(none this communicator has)"
+        lines.append(f"# transports      : {tps} (one row each for the algorithms that have them)")
     if h["lpmpi_env"]:
         env = " ".join(f"{k}={v}" for k, v in h["lpmpi_env"].items())
         lines.append(f"# environment     : {env}")

@@ -38,7 +38,7 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
         reference = native_reference(comm, s, bufs, count, native)
     rows = {
         c.label: Row(s.collective, c.label, c.algorithm, c.chunk_bytes, nbytes, count, s.dtype.name,
-                     s.op, root, nprocs)
+                     s.op, root, nprocs, transport=c.transport)
         for c in cases
     }
     calls: dict[str, Callable[[], Any]] = {}
