@@ -1655,8 +1655,8 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "off: the shared-memory segment could not be made (no room in /dev/shm?; "
            "LPMPI_NODE_TRANSPORT=shm)",
            "in use: for the ring allreduce on host memory, a shared-memory segment of the ranks of "
-           f"this node (from {_SHM_MIN} to {_SHM_MAX}) and single-copy reads (process_vm_readv) "
-           "above, unless a table row asks for one",
+           f"this node (from {_SHM_MIN}) and single-copy reads (process_vm_readv) from {_CMA_MIN}, "
+           "unless a table row asks for one",
            "in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
            f"ring allreduce on host memory, from {_CMA_MIN}; the shared-memory segment could not "
            "be made (no room in /dev/shm?)",

@@ -32,7 +32,7 @@
  *
  * Chosen (request.c) for the ring allreduce on host memory where the context made the segment
  * and a table row asks for it, or by the model's rule (internal.h: lp_ring_transport, model.c:
- * lp_nt_rule: below 3 MiB; above, its speed depends on where the host runs the ranks' cores). */
+ * lp_nt_rule: small messages; its speed depends on where the host runs the ranks' cores). */
 #include "internal.h"
 #include <errno.h>
 #include <fcntl.h>

@@ -127,16 +127,17 @@ extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared mem
  * with it, lp_comm_ring_transport reports it. */
 enum { LP_RING_MPI = 0, LP_RING_SHM = 1, LP_RING_CMA = 2 };
 typedef struct {
-    size_t shm_min, shm_max;   /* shared memory for [shm_min, shm_max) */
-    size_t cma_min;            /* single-copy reads from cma_min (outside shared memory's range) */
+    size_t cma_min;            /* single-copy reads from cma_min, where the communicator has them */
+    size_t shm_min, shm_max;   /* else shared memory for [shm_min, shm_max) */
 } lp_nt_rule_t;
 extern lp_nt_rule_t lp_nt_rule;
 static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes, int requested) {
     if (requested == LP_TP_MPI) return LP_RING_MPI;
     if (requested == LP_TP_SHM && has_shm) return LP_RING_SHM;
     if (requested == LP_TP_CMA && has_cma) return LP_RING_CMA;
+    if (has_cma && nbytes >= lp_nt_rule.cma_min) return LP_RING_CMA;
     if (has_shm && nbytes >= lp_nt_rule.shm_min && nbytes < lp_nt_rule.shm_max) return LP_RING_SHM;
-    return has_cma && nbytes >= lp_nt_rule.cma_min ? LP_RING_CMA : LP_RING_MPI;
+    return LP_RING_MPI;
 }
 /* collective on comm (one node): map a segment on every rank, *out NULL where any rank failed */
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);

@@ -11,22 +11,22 @@ lp_model_t lp_model = {8e-6, 0.2e-9, 0.15e-9};
 
 /* The rule "auto" follows for the node-local transport of the ring allreduce where no table row
  * names one (internal.h: lp_ring_transport): defaults for a machine without a table, chosen so
- * that no launch loses to ring over MPI or to the MPI library's own allreduce, on the machines
- * measured (P = 2, MPICH 5.0.2, float32 SUM, inputs rewritten before each call; AMD EPYC and
- * Intel Xeon 2-core VMs; docs/performance.md "The node-local transport rule"):
- *  - shm_min 4 KiB: below, ring over MPI's two messages cost less than the segment's rounds.
- *  - cma_min 16 KiB: below, single-copy reads' three exchanges cost more than the copies save
- *    (ring over MPI 2.2 us at 8 B against 6.0).
- *  - shm_max 3 MiB: the shared-memory slots are fastest below (1 MiB 148 against 181 us, Xeon;
- *    8 KiB-1 MiB ~1.2x, EPYC) but from 3 MiB single-copy reads (3 MiB 447 against 476 us,
- *    Xeon).  Above 32 MiB the slots time faster again while every cache line the ranks hand
- *    each other stays near both cores (64 MiB 6.7-7.4 ms against 9.3-10.5 for single-copy reads,
- *    EPYC), but on the EPYC VM they fall into a slow mode whenever the host runs the two vCPUs
- *    where such hand-offs cost 2-3x more (core-to-core round trip 490-560 ns instead of
- *    60-310): 64 MiB 50-54 ms, 1.5x slower than MPICH's allreduce, while single-copy reads and
- *    ring over MPI then run in 7-9 ms.  A table row measured on a machine may still ask for
- *    shared memory at any size; the default does not bet on the caches. */
-lp_nt_rule_t lp_nt_rule = {.shm_min = 4096, .shm_max = (size_t)3 << 20, .cma_min = 16384};
+ * that no launch loses to the MPI library's own allreduce on the machines measured (P = 2,
+ * MPICH 5.0.2, float32 SUM; AMD EPYC and Intel Xeon 2-core VMs; docs/performance.md, "Issue 24"):
+ *  - cma_min 16 KiB: single-copy reads from here, where the communicator has them.  Below, their
+ *    three exchanges cost more than the copies save (ring over MPI 2.2 us at 8 B against 6.0).
+ *    They are the one transport whose speed holds when the host runs the two vCPUs where a
+ *    cache line handed between them costs 3x more (core-to-core round trip 450-620 ns instead
+ *    of 60-370), which on the EPYC VM happens for seconds to minutes at a time, a third of an
+ *    afternoon: then 64 KiB / 256 KiB / 1 MiB / 64 MiB take cma 21 / 52 / 180 us / 7.3 ms,
+ *    shared memory 48 / 170 / 680 us / 52 ms and MPICH's allreduce 53 / 171 / 615 us / 34 ms.
+ *    In the good spells shared memory is faster (fresh inputs, 16-64 KiB ~2x, 1 MiB 65 against
+ *    113 us; 64 MiB 7.3 against 9.9 ms), so a table measured on a machine whose cores share
+ *    their caches may ask for it; the default does not bet on the host.
+ *  - shm_min 4 KiB, shm_max 3 MiB: shared memory, where single-copy reads are not usable (ptrace
+ *    refused) or below cma_min; from shm_max ring over MPI (its slow mode loses 7x at 64 MiB).
+ *    Below shm_min ring over MPI's two messages cost less than the segment's rounds. */
+lp_nt_rule_t lp_nt_rule = {.cma_min = 16384, .shm_min = 4096, .shm_max = (size_t)3 << 20};
 
 void lp_model_set(double a, double b, double g) {
     lp_model = (lp_model_t){a, b, g};

@@ -120,6 +120,11 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
                    help="host memory: the node-local transports tried for the algorithms that run over "
                    f"one (the ring allreduce), of {_list_text(engine.TRANSPORTS)} (default: all this "
                    "communicator has; no such dimension where it has one only)")
+    p.add_argument("--shm-below", type=size_arg, metavar="SIZE",
+                   help="search the shared-memory transport only below this message size (e.g. 3MiB): "
+                   "where its speed depends on where the host runs the ranks' cores, a tuning run in "
+                   "a good spell would pick it for sizes where it can lose 7x in a bad one "
+                   "(docs/performance.md); default: every size")
     p.add_argument("--fresh-input", action=argparse.BooleanOptionalAction, default=True,
                    help="rewrite each call's input before it, untimed, as an application writes its "
                    "input before each call (default); --no-fresh-input times calls on an unchanged "
@@ -270,7 +275,9 @@ def _run(comm: Any, argv: list[str]) -> int:
             + (" [emulated on the host]" if info["emulated"] else ""))
     else:
         s.transports, note = transport_dimension(node_transports(comm), args.transports)
-        say(f"# node-local transports: {note}")
+        s.shm_below = args.shm_below if "shm" in s.transports else None
+        say(f"# node-local transports: {note}"
+            + (f"; shared memory only below {args.shm_below} B" if s.shm_below else ""))
     fp = tables.fingerprint(comm, s.memory)
     if s.acc_dtype:
         fp["acc_dtype"] = s.acc_dtype     # the table applies to acc_dtype calls only

@@ -54,6 +54,7 @@ class Settings:
     acc_dtype: str | None = None       # calls with acc_dtype: part of the dtype (its own studies)
     fresh_input: bool = True           # the input rewritten before each timed call (its own studies)
     transports: tuple[str, ...] = ()   # transport dimension of the algorithms that have one (host)
+    shm_below: int | None = None       # shared memory searched only below this message size
 
 
 class Tuner:
@@ -100,8 +101,13 @@ class Tuner:
         """The bucket's space; in a transport space the configurations the model names (no
         transport) get the one the model's rule takes at this size."""
         rule = rule_transport(self.comm, nbytes) if self.s.transports else None
+        transports = self.s.transports
+        if self.s.shm_below is not None and nbytes >= self.s.shm_below:
+            transports = tuple(t for t in transports if t != "shm")
+            if rule == "shm":
+                rule = next(iter(transports), None)
         return Space.of(collective, nbytes, self.s.staging_choices, self.default_staging,
-                        self.s.transports, rule)
+                        transports, rule)
 
     def _budget(self, space: Space) -> int:
         return max(1, min(self.s.trials or space.default_budget(), len(space.grid()) - 1))

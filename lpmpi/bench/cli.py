@@ -222,8 +222,8 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
         if bad or not args.transports:
             p.error(f"--transports: unknown {', '.join(bad) or '(none given)'} "
                     f"(known: {', '.join(TRANSPORTS)})")
-        if args.memory != "host" or any(m != "forms" for m in modes):
-            p.error("--transports applies to the plain table and --forms on host memory")
+        if args.memory != "host" or any(m not in ("forms", "compare_grid") for m in modes):
+            p.error("--transports applies to the plain table, --forms and --compare-grid on host memory")
     if args.peers:
         if args.collective != "allreduce" or args.memory != "host":
             p.error("--peers compares allreduce on host memory (--collective allreduce)")
@@ -266,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         have = node_transports(comm)
         transports = [t for t in args.transports if t in have]
         lacking = [t for t in args.transports if t not in have]
+    elif args.compare_grid and args.memory == "host":   # the grid searches every one, as the tuner
+        transports = node_transports(comm)
     header = environment_header(comm, args, dtype, [c * dtype.itemsize for c in counts])
     header["transports"] = transports
     for line in format_header(header):
@@ -308,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = Settings(collective, dtype, args.op, args.root, args.warmup, args.reps, args.min_time,
                      args.check, backend, args.fresh_input, bound, args.read_result)
         if args.compare_grid:
-            rows, summaries[collective] = run_compare_grid(comm, s, counts, out)
+            rows, summaries[collective] = run_compare_grid(comm, s, counts, out, transports or ())
         elif args.scaling:
             rows, summaries[collective] = run_scaling(comm, s, counts, cases, out)
         elif args.forms:

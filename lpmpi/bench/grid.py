@@ -26,23 +26,29 @@ CONFIRM_TIME = 3.0    # the confirmation's timed calls per configuration, in --m
 
 
 def tuned_choice(collective: str, nbytes: int, nprocs: int,
-                 memory: str = "host") -> tuple[str, int | None] | None:
-    """The loaded tuning table's (algorithm, chunk) for this size, P and memory kind, or None."""
+                 memory: str = "host") -> tuple[str, int | None, str | None] | None:
+    """The loaded tuning table's (algorithm, chunk, transport) for this size, P and memory kind,
+    or None."""
     from lpmpi import tables
 
     for table in tables.status().tables_for(nprocs, memory):
         row = table.lookup(collective, nbytes)
         if row is not None:
-            return row.algorithm, row.chunk_bytes
+            return row.algorithm, row.chunk_bytes, row.transport
     return None
 
 
-def grid_cases(collective: str, nbytes: int, nprocs: int, memory: str = "host") -> list[Case]:
-    """The exhaustive grid (native first), then the table's choice (``tuned``) and ``auto``."""
-    from lpmpi import model
+def grid_cases(collective: str, nbytes: int, nprocs: int, memory: str = "host",
+               transports: Sequence[str] = ()) -> list[Case]:
+    """The exhaustive grid (native first; the algorithms with node-local transports once per
+    transport of ``transports``, host memory), then the table's choice (``tuned``) and ``auto``."""
+    from lpmpi import engine, model
 
     grid = sorted(model.grid(collective, nbytes), key=lambda g: g[0] != NATIVE)
-    cases = [Case(chunk_label(alg, chunk), alg, chunk) for alg, chunk in grid]
+    cases = []
+    for alg, chunk in grid:
+        over = transports if memory == "host" and transports and engine.has_transports(collective, alg) else [None]
+        cases += [Case(chunk_label(alg, chunk, None, t), alg, chunk, t) for t in over]
     tuned = tuned_choice(collective, nbytes, nprocs, memory)
     if tuned is not None:
         cases.append(Case(TUNED, *tuned))
@@ -163,7 +169,8 @@ def summarize_grid(grows: Sequence[GridRow]) -> tuple[list[str], dict[str, Any]]
 
 
 def run_compare_grid(
-    comm: MPI.Comm, s: Settings, counts: Sequence[int], out: Callable[[str], None]
+    comm: MPI.Comm, s: Settings, counts: Sequence[int], out: Callable[[str], None],
+    transports: Sequence[str] = (),
 ) -> tuple[list[Row], dict[str, Any]]:
     """``--compare-grid`` for one collective, per size in two passes:
 
@@ -171,6 +178,9 @@ def run_compare_grid(
        side (interleaved), results checked;
     2. confirmation: the ``CONFIRM_TOP`` fastest grid configurations, native, tuned and ``auto``
        measured again side by side with ``CONFIRM_TIME`` times the calls.
+
+    ``transports``: the node-local transports the grid tries for the algorithms that have them
+    (the tuner's transport dimension); empty: the engine's own choice.
 
     The regret is taken from the confirmation.  The screening's minimum over some forty
     configurations, many of them within noise of each other, is biased low (the luckiest of
@@ -188,7 +198,7 @@ def run_compare_grid(
                                reps=None if s.reps is None else int(s.reps * CONFIRM_TIME))
     for count in counts:
         nbytes = count * s.dtype.itemsize
-        cases = grid_cases(s.collective, nbytes, nprocs, selection_memory(s.backend))
+        cases = grid_cases(s.collective, nbytes, nprocs, selection_memory(s.backend), transports)
         screen = run_size(comm, s, count, cases)
         keep = finalists(screen, CONFIRM_TOP)
         confirm = run_size(comm, confirm_settings, count, [c for c in cases if c.label in keep])
