@@ -10,7 +10,9 @@ import sys
 
 rows = []
 for path in sys.argv[1:]:
-    for line in open(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for line in lines:
         rtt = re.search(r"rtt (\d+) ns", line)
         hand = re.search(r"handoff ([\d.]+) GB/s", line)
         shm = re.search(r"(?:67108864 shm|64M shm ) +([\d.]+)\b|shm (?:ring 64MiB )?med=([\d.]+)(ms|us)", line)

@@ -1,7 +1,12 @@
-import sys, time, os
+import os
+import sys
+import time
+
 import numpy as np
 from mpi4py import MPI
+
 import lpmpi
+
 w = MPI.COMM_WORLD
 nb = int(sys.argv[1]) if len(sys.argv) > 1 else 64 << 20
 alg = sys.argv[2] if len(sys.argv) > 2 else "ring"
@@ -11,7 +16,7 @@ inplace = len(sys.argv) > 5 and sys.argv[5] == "inplace"
 rng = np.random.default_rng(w.rank)
 x = rng.random(nb // 4, dtype=np.float32)
 y = np.empty_like(x)
-kw = {} if alg == "auto" else dict(algorithm=alg, chunk_bytes=cb)
+kw = {} if alg == "auto" else {"algorithm": alg, "chunk_bytes": cb}
 if alg == "native":
     f = lambda: w.Allreduce(x, y)
 else:
