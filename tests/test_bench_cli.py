@@ -331,10 +331,26 @@ def test_transports_time_the_ring_over_each_transport_and_check_it(tmp_path):
     assert "# transports      : mpi,cma" in out
 
 
+TRANSPORTS_WHERE = "--transports applies to the plain table, --forms and --compare-grid"
+
+
+def test_compare_grid_has_a_ring_configuration_per_transport():
+    """--compare-grid searches what the tuner searches: the ring once per transport."""
+    from lpmpi.bench import grid_cases
+
+    labels = [c.label for c in grid_cases("allreduce", 65536, 2, "host", ("mpi", "cma"))]
+    rings = [lb for lb in labels if lb.startswith("ring/")]
+    assert rings and all(lb.endswith(("@mpi", "@cma")) for lb in rings), labels
+    assert len([lb for lb in rings if lb.endswith("@mpi")]) == len([lb for lb in rings if lb.endswith("@cma")])
+    plain = [c.label for c in grid_cases("allreduce", 65536, 2, "host")]
+    assert [lb for lb in plain if lb.startswith("ring/")] == [lb[:-4] for lb in rings if lb.endswith("@mpi")]
+    assert all("@" not in lb for lb in (c.label for c in grid_cases("allreduce", 65536, 2, "cuda", ("mpi",))))
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--transports", "mpi,rdma"], "--transports: unknown rdma"),
-    (["--transports", "mpi", "--memory", "cuda"], "--transports applies to the plain table and --forms"),
-    (["--transports", "mpi", "--scaling"], "--transports applies to the plain table and --forms"),
+    (["--transports", "mpi", "--memory", "cuda"], TRANSPORTS_WHERE),
+    (["--transports", "mpi", "--scaling"], TRANSPORTS_WHERE),
 ])
 def test_transports_usage_errors(args, msg):
     rc, out, _ = run([sys.executable, "-m", "lpmpi.bench", *args], child_env(), 60)
