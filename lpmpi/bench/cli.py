@@ -80,6 +80,11 @@ def sizes_arg(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def csv_list(text: str) -> list[str]:
+    """A comma-separated option value as a list, blanks dropped: ``"a, b,"`` -> ``["a", "b"]``."""
+    return [a.strip() for a in text.split(",") if a.strip()]
+
+
 def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     """The command-line parser (``quiet`` silences it on ranks other than 0)."""
     p = Parser(
@@ -104,17 +109,18 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--root", type=int, default=0, help="root rank of reduce and bcast (default 0)")
     p.add_argument(
         "--algorithms",
-        type=lambda t: [a.strip() for a in t.split(",") if a.strip()],
+        type=csv_list,
         help="comma-separated subset of the algorithms, auto and mpi4py (default: all)",
     )
     p.add_argument("--chunk-bytes", type=size_arg,
                    help="chunk_bytes for the explicit algorithms, e.g. 256K (default: the engine's choice)")
     p.add_argument(
         "--transports",
-        type=lambda t: [a.strip() for a in t.split(",") if a.strip()],
-        help=f"host memory, the plain table and --forms: time the algorithms that run over a node-local "
-        f"transport (the ring allreduce) once per transport of this list ({','.join(TRANSPORTS)}), "
-        "rows labelled e.g. ring@shm, instead of once over the engine's choice",
+        type=csv_list,
+        help=f"host memory, the plain table, --forms and --compare-grid: time the algorithms that run "
+        f"over a node-local transport (the ring allreduce) once per transport of this list "
+        f"({','.join(TRANSPORTS)}), rows labelled e.g. ring@shm, instead of once over the engine's "
+        "choice (--compare-grid: default every transport the communicator has)",
     )
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
                    help=f"warm-up repetitions per size, every algorithm once each (default {DEFAULT_WARMUP})")
@@ -141,7 +147,7 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--forms",
-        type=lambda t: [f.strip() for f in t.split(",") if f.strip()],
+        type=csv_list,
         help=f"time each algorithm in these forms side by side: a comma-separated subset of "
         f"{','.join(FORMS)} (nonblocking: i* + wait; persistent: *_init, start + wait; inplace: "
         "IN_PLACE), with each form's time over the blocking call's",
@@ -181,7 +187,7 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--compute",
-        type=lambda t: [f.strip() for f in t.split(",") if f.strip()],
+        type=csv_list,
         default=list(COMPUTES),
         help=f"--overlap: the compute phases, a subset of {','.join(COMPUTES)} (sleep: a GIL-releasing "
         "wait, numpy: a numpy kernel; default both)",
