@@ -115,7 +115,7 @@ cdef extern from "lpmpi.h" nogil:
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
                      int staging, int acc, int transport)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
-    void lp_set_transport_override(int tp)
+    int lp_set_transport_override(int tp)
     ctypedef struct lp_choice_t:
         int alg
         size_t chunk

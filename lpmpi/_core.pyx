@@ -1551,8 +1551,8 @@ def transport_choice(collective, nbytes, comm=None, memory="host", algorithm="au
 def set_transport_override(name):
     """The process's transport override for the ring allreduce between the ranks of a node
     ("mpi", "shm", "cma"; None: none): above tables and model.  Every rank must set the same
-    (the tuner and lpmpi-bench do, around their timed calls)."""
-    lp_set_transport_override(_tp_index(name))
+    (the tuner and lpmpi-bench do, around their timed calls).  Returns the previous one."""
+    return _tp_name(lp_set_transport_override(_tp_index(name)))
 
 def explain_choice(collective, nbytes, comm=None, memory="host"):
     """``(algorithm, chunk_bytes or None, source)`` of algorithm="auto": source 'override',

@@ -69,24 +69,25 @@ def has_transports(collective: str, algorithm: str) -> bool:
     return algorithm in chunked(collective) and bool(_core._node_local(collective, algorithm))
 
 
-def set_transport(name: str | None) -> None:
+def set_transport(name: str | None) -> str | None:
     """The process's node-local transport override ("mpi", "shm", "cma"; None: none), above
     tables and model; every rank must set the same.  One the communicator lacks (e.g. "shm"
-    under LPMPI_NODE_TRANSPORT=cma) falls back to the model's rule."""
-    _core.set_transport_override(name)
+    under LPMPI_NODE_TRANSPORT=cma) falls back to the model's rule.  Returns the previous one."""
+    return _core.set_transport_override(name)
 
 
 @contextlib.contextmanager
 def transport(name: str | None) -> Iterator[None]:
-    """``name`` as the transport override for the duration (None: leave the setting alone)."""
+    """``name`` as the transport override for the duration, the previous one restored after
+    (None: leave the setting alone)."""
     if name is None:
         yield
         return
-    set_transport(name)
+    old = set_transport(name)
     try:
         yield
     finally:
-        set_transport(None)
+        set_transport(old)
 
 
 def device_info() -> dict[str, Any]:

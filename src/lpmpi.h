@@ -229,7 +229,7 @@ int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int 
 enum { LP_TP_MODEL = 0, LP_TP_MPI = 1, LP_TP_SHM = 2, LP_TP_CMA = 3, LP_NTP = 4 };
 /* the process's transport override (the tuner's and lpmpi-bench's dimension; LP_TP_MODEL: none):
  * every call's decision asks for it, above tables and model (every rank must set the same) */
-void lp_set_transport_override(int tp);
+int lp_set_transport_override(int tp);   /* returns the previous one */
 /* environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES): alg -1 = none, chunk 0 = none */
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
 

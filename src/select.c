@@ -23,9 +23,11 @@ static int ovr_alg[LP_NCOLLS] = {-1, -1, -1};
 static size_t ovr_chunk[LP_NCOLLS];
 static int ovr_tp = LP_TP_MODEL;
 
-void lp_set_transport_override(int tp) {
+int lp_set_transport_override(int tp) {
+    int prev = ovr_tp;
     ovr_tp = tp > LP_TP_MODEL && tp < LP_NTP ? tp : LP_TP_MODEL;
     lp_select_gen++;
+    return prev;
 }
 
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {

@@ -475,3 +475,18 @@ def test_a_rows_transport_is_validated_kept_where_it_applies_and_hashed():
     assert [(r.transport, r.hi) for r in rows] == [("shm", 23.0), ("mpi", float("inf"))]
     out = tables.table_document(d["fingerprint"], rows, {})
     assert [r.get("transport") for r in out["collectives"]["allreduce"]] == ["shm", "mpi"]
+
+
+def test_the_transport_override_nests_and_restores():
+    from lpmpi import _core, engine
+
+    assert engine.set_transport(None) is None
+    with engine.transport("shm"):
+        with engine.transport("cma"):
+            assert _core.transport_choice("allreduce", 1 << 20, algorithm="ring") == ("cma", "override")
+        assert _core.transport_choice("allreduce", 1 << 20, algorithm="ring") == ("shm", "override")
+        with engine.transport(None):          # None leaves the setting alone
+            assert _core.transport_choice("allreduce", 1 << 20, algorithm="ring")[0] == "shm"
+    assert _core.transport_choice("allreduce", 1 << 20, algorithm="ring") == (None, "model")
+    with pytest.raises(ValueError, match="transport must be one of"):
+        engine.set_transport("rdma")
