@@ -599,7 +599,7 @@ def _warning_text(st: LoadStatus) -> str | None:
     parts = [f"{p}: {why}" for p, why in st.ignored]
     parts += [f"{t.path}: skipped {len(t.skipped)} invalid row(s): " + "; ".join(t.skipped[:3])
               + (" ..." if len(t.skipped) > 3 else "") for t in st.applied if t.skipped]
-    if st.source == "shipped" and not st.applied:
+    if st.source == "shipped" and not st.applied and not st.other_cpu:
         if not st.ignored and not st.foreign:
             return None  # a build without shipped tables: nothing to warn about
         libs = sorted({library_name(lib) for _, lib in st.foreign})

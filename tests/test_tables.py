@@ -446,6 +446,11 @@ def test_shipped_host_tables_of_another_cpu_are_not_applied(tmp_path):
     assert tables._warning_text(st) is None
     st = tables._select("shipped", [str(other)], LIB)
     assert not st.applied and tables._warning_text(st) is None
+    # beside tables of other libraries too (the library has a table, for another CPU)
+    theirs = tmp_path / "theirs.json"
+    theirs.write_text(json.dumps(doc(library="Open MPI v5.0.11, package: Open MPI")))
+    st = tables._select("shipped", [str(other), str(theirs)], LIB)
+    assert not st.applied and st.foreign and tables._warning_text(st) is None
     st = tables._select("LPMPI_TUNING_FILE", [str(other)], LIB)
     assert [t.path for t in st.applied] == [str(other)]
     # a table without cpu_model makes no claim; a cuda table is not keyed by the CPU
