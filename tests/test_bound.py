@@ -57,9 +57,9 @@ def test_bench_prints_each_rows_fraction_of_the_bound(tmp_path):
         want = bound_seconds("allreduce", r["nbytes"], 2, r["bound_copy_GBps"]) * 1e6
         assert r["bound_copy_GBps"] > 0 and r["bound_us"] == pytest.approx(want), r
         assert r["of_bound"] == pytest.approx(want / r["time_us"]), r
-    assert "of_bound" in out and "memory-traffic bound at 1 MiB" in out, out[-3000:]
+    assert "of_bound" in out and "memory-traffic estimate at 1 MiB" in out, out[-3000:]
     mb = doc["summary"]["allreduce"]["memory_bound"]
     assert mb["nbytes"] == MiB and mb["times_bound"]["auto"] > 0
     # no bandwidth measured: no bound, "-" in the column
     rc, out, _ = run(cmd[:-2] + ["--no-bandwidth"], child_env(), 180)
-    assert rc == 0 and "memory-traffic bound" not in out, out[-3000:]
+    assert rc == 0 and "memory-traffic estimate" not in out, out[-3000:]

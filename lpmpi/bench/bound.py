@@ -1,5 +1,12 @@
-"""The memory-traffic lower bound of a collective on one node (what the bench prints each row
-against).
+"""The memory-traffic estimate of a collective on one node (what the bench prints each row
+against: the ``of_bound`` column).
+
+An estimate, not a floor: the model counts every byte of the result written past the caches
+and takes the bandwidth of a plain copy (``np.copyto``, whose stores first read the lines they
+write), so a transport whose results stay in the caches or are written with streaming stores
+runs below it (ring over shared memory at 64 MiB on an AMD EPYC VM: 7.4 ms against an
+estimate of 9.96 ms, issue 24).  A claim "at the bound" needs a floor measured the way the
+transports move data (docs/floor_p2.c is one for P = 2); none is built into the bench yet.
 
 Model.  P ranks of one node, n bytes per rank, host memory; transfers are single-copy (a rank
 reads a peer's data straight from the peer's buffer, as Linux CMA or a shared-memory window

@@ -157,9 +157,9 @@ def summarize(rows: Sequence[Row]) -> tuple[list[str], dict[str, Any]]:
         data["memory_bound"] = {"nbytes": top, "bound_us": best.bound_us,
                                 "times_bound": {k: r.time_us / r.bound_us for k, r in at_top.items()}}
         lines.append(
-            f"memory-traffic bound at {format_bytes(top)}: {best.bound_us / 1e3:.3g} ms "
-            f"(lpmpi.bench.bound); {best.label} {best.time_us / 1e3:.3g} ms = "
-            f"{best.time_us / best.bound_us:.2f}x the bound ({100 * best.of_bound:.0f}% of it)")
+            f"memory-traffic estimate at {format_bytes(top)}: {best.bound_us / 1e3:.3g} ms "
+            f"(lpmpi.bench.bound: an estimate, not a floor); {best.label} {best.time_us / 1e3:.3g} ms = "
+            f"{best.time_us / best.bound_us:.2f}x the estimate ({100 * best.of_bound:.0f}% of it)")
     peers = sorted(n for (label, n) in by if label == GLOO and (AUTO, n) in by
                    and by[(GLOO, n)].time_us and by[(AUTO, n)].time_us)
     if peers:
