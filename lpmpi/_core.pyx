@@ -1679,7 +1679,7 @@ def ring_transport(comm=None, size_t nbytes=0, requested="decided"):
     rc = lp_comm_ring_transport(h, nbytes, _tp_index(requested), &which)
     if rc != LP_OK:
         _raise_status(rc)
-    return ("mpi", "shm", "cma")[which]
+    return TRANSPORTS[which]     # LP_RING_MPI, _SHM, _CMA: TRANSPORTS' order
 
 def comm_transport(comm=None, bint prepare=True):
     """``(name, why)``: the transport lpmpi's own transfers use between ranks of one node on

@@ -11,6 +11,8 @@ _SOURCES = {
     "table": "tuning table",
     "model": "cost model (no table row applies)",
 }
+_TRANSPORT_SOURCES = {"table": "the table row asks for it", "override": "the transport override asks for it",
+                      "model": "the model's rule by size"}
 
 
 @dataclass
@@ -118,9 +120,9 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
         if memory == "host" and engine.has_transports(collective, alg):
             asked, why = _core.transport_choice(collective, nbytes, comm, memory)
             took = _core.ring_transport(comm, nbytes, asked)
-            how = {"table": "the table row asks for it", "override": "the transport override asks for it",
-                   "model": "the model's rule by size"}[why] if asked in (None, took) else \
-                f"{why} asked for {asked}, which this communicator lacks: the model's rule by size"
+            how = _TRANSPORT_SOURCES[why]
+            if asked not in (None, took):
+                how = f"{why} asked for {asked}, which this communicator lacks: the model's rule by size"
             transport += f"; this call takes {took} ({how})"
         else:
             transport += "; not used by this call"

@@ -28,7 +28,8 @@
  * and a stage of round g also waits until this rank finished that stage of round g - 1 (its
  * counter is g), which orders the rounds of several outstanding requests.  Nothing reads a
  * user buffer of another rank: in place needs no extra step.  The waits are polls (the engine
- * yields the processor between them); a request never blocks inside a step.
+ * spins on them a while, then sleeps until a peer stores a counter: lp_shm_arm below,
+ * progress.c idle_wait); a request never blocks inside a step.
  *
  * Chosen (request.c) for the ring allreduce on host memory where the context made the segment
  * and a table row asks for it, or by the model's rule (internal.h: lp_ring_transport, model.c:

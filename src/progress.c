@@ -461,8 +461,8 @@ static int set_push(lp_req_t *r) {
  * peer queued on it.  So the spin adapts, as an adaptive mutex does: each thread's budget
  * halves whenever a wait had to sleep and doubles (up to lp_shm_spin_ns) whenever the spin
  * alone saw the peers move; ranks that own their cores keep spinning, ranks that share one
- * soon sleep at once.  Measured (P = 2 and 3, docs/performance.md "Waiting on the shared-memory
- * transport").  The sleep's timeout is a safety net only: no wake-up is lost (the handshake). */
+ * soon sleep at once.  Measured (P = 2 and 3, docs/performance.md "Waiting: a spin that adapts,
+ * then a sleep").  The sleep's timeout is a safety net only: no wake-up is lost (the handshake). */
 enum { SHM_SLEEP_NS = 2000000, SHM_SPIN_GROW_NS = 1000 };
 long lp_shm_spin_ns = 50000;
 long lp_set_shm_spin(long ns) {

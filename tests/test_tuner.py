@@ -32,6 +32,16 @@ def tune(*args, timeout=120):
     return rc, out
 
 
+def each_rank(code, tuning_file):
+    """Run ``code`` (which leaves its answer in ``r``) on 2 ranks with LPMPI_TUNING_FILE set; the
+    JSON of every rank's ``r``."""
+    code += "; import json, sys; sys.stdout.write(f'RESULT {json.dumps(r)}\\n'); sys.stdout.flush()"
+    rc, text = run([mpiexec(), "-n", "2", sys.executable, "-c", code],
+                   child_env({"LPMPI_TUNING_FILE": str(tuning_file)}), 60)[:2]
+    assert rc == 0, text[-4000:]
+    return [json.loads(ln.split(None, 1)[1]) for ln in text.splitlines() if ln.startswith("RESULT")]
+
+
 def finished(db):
     """{(study, trial number): (state, params, value)} of every trial in the storage."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
@@ -446,15 +456,10 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
         assert b["measured"] <= max(1, -(-b["grid"] // 4)), b
     expect = {f"{c} {n}": [t.lookup(c, n).algorithm, t.lookup(c, n).chunk_bytes]
               for c in ("allreduce", "bcast") for n in (8, 100, 256 << 10, 1 << 24)}
-    code = ("import json, lpmpi; from mpi4py import MPI; "
-            "r = {f'{c} {n}': list(lpmpi.select(c, n)) for c in ('allreduce', 'bcast') "
-            "for n in (8, 100, 256 << 10, 1 << 24)}; "
-            "e = lpmpi.explain('bcast', 256 << 10); assert e.source == 'table', e; "
-            "import sys; sys.stdout.write(f'RESULT {MPI.COMM_WORLD.rank} {json.dumps(r)}\\n'); sys.stdout.flush()")
-    rc, text = run([mpiexec(), "-n", "2", sys.executable, "-c", code],
-                   child_env({"LPMPI_TUNING_FILE": str(out)}), 60)[:2]
-    assert rc == 0, text[-4000:]
-    got = [json.loads(ln.split(None, 2)[2]) for ln in text.splitlines() if ln.startswith("RESULT")]
+    got = each_rank("import lpmpi; "
+                    "r = {f'{c} {n}': list(lpmpi.select(c, n)) for c in ('allreduce', 'bcast') "
+                    "for n in (8, 100, 256 << 10, 1 << 24)}; "
+                    "e = lpmpi.explain('bcast', 256 << 10); assert e.source == 'table', e", out)
     assert len(got) == 2 and all(g == expect for g in got), (got, expect)
     # every size's finalists were measured at two moments (--verify-passes 2, the default), the
     # choice is the fastest by the worse of the two, and it is what the table holds
@@ -579,14 +584,9 @@ def test_acc_dtype_tuning_run_writes_a_table_for_acc_calls_only(tmp_path):
         "collectives": {"allreduce": [{"lo": 0, "hi": "inf", "algorithm": "mst"}]}}))
     expect = {str(n): [t.lookup("allreduce", n).algorithm, t.lookup("allreduce", n).chunk_bytes]
               for n in (4096, 256 << 10)}
-    code = ("import json, lpmpi; from lpmpi import _core; from mpi4py import MPI; "
-            "r = {str(n): list(_core.choice('allreduce', n, acc=True)[:2]) for n in (4096, 256 << 10)}; "
-            "p = _core.choice('allreduce', 4096)[0]; "
-            "import sys; sys.stdout.write(f'RESULT {json.dumps([r, p])}\\n'); sys.stdout.flush()")
-    rc, text = run([mpiexec(), "-n", "2", sys.executable, "-c", code],
-                   child_env({"LPMPI_TUNING_FILE": f"{out}:{plain}"}), 60)[:2]
-    assert rc == 0, text[-4000:]
-    got = [json.loads(ln.split(None, 1)[1]) for ln in text.splitlines() if ln.startswith("RESULT")]
+    got = each_rank("from lpmpi import _core; "
+                    "r = {str(n): list(_core.choice('allreduce', n, acc=True)[:2]) for n in (4096, 256 << 10)}; "
+                    "r = [r, _core.choice('allreduce', 4096)[0]]", f"{out}:{plain}")
     assert len(got) == 2 and all(g == [expect, "mst"] for g in got), (got, expect)
 
 
@@ -618,11 +618,6 @@ def test_tuning_run_searches_the_transport_and_the_table_names_it(tmp_path):
         assert row.get("transport") in (None, *searched)
     expect = {str(n): [t.lookup("allreduce", n).transport, "table" if t.lookup("allreduce", n).transport
                        else "model"] for n in sizes}
-    code = ("import json, sys, lpmpi; from lpmpi import _core; from mpi4py import MPI; "
-            f"r = {{str(n): list(_core.transport_choice('allreduce', n)) for n in {sizes!r}}}; "
-            "sys.stdout.write(f'RESULT {json.dumps(r)}\\n'); sys.stdout.flush()")
-    rc, text = run([mpiexec(), "-n", "2", sys.executable, "-c", code],
-                   child_env({"LPMPI_TUNING_FILE": str(out)}), 60)[:2]
-    assert rc == 0, text[-4000:]
-    got = [json.loads(ln.split(None, 1)[1]) for ln in text.splitlines() if ln.startswith("RESULT")]
+    got = each_rank("import lpmpi; from lpmpi import _core; "
+                    f"r = {{str(n): list(_core.transport_choice('allreduce', n)) for n in {sizes!r}}}", out)
     assert len(got) == 2 and all(g == expect for g in got), (got, expect)
