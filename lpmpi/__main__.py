@@ -2,7 +2,10 @@
 
 ``python -m lpmpi`` also runs the benchmark (``python -m lpmpi bench ...``, the same as
 ``lpmpi-bench``) and the tuner (``python -m lpmpi tune ...``, the same as ``lpmpi-tune``).
-Run it alone or under mpiexec (``mpiexec -n 2 lpmpi-info``); rank 0 prints.
+Run it under mpiexec (``mpiexec -n 2 lpmpi-info``) to see what "auto" picks at that P; rank 0
+prints.  Run alone, it is one process (P = 1) and says so, with the command that launches it
+(or, where the environment shows another MPI's launcher started it, that the launcher does not
+match the MPI library mpi4py uses).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ def info() -> None:
     from mpi4py import MPI
 
     import lpmpi
-    from lpmpi import _core, engine
+    from lpmpi import _core, _launch, engine
 
     comm = MPI.COMM_WORLD
     here = lpmpi.tables.fingerprint(comm)   # collective: before the other ranks wait
@@ -46,6 +49,8 @@ def info() -> None:
     print(f"lpmpi {lpmpi.__version__} ({os.path.dirname(lpmpi.__file__)})")
     print(f"MPI library: {lpmpi.tables.library_version_line()}")
     print(f"mpi4py {__import__('mpi4py').__version__}, processes: {comm.size}")
+    for line in _launch.info_lines(comm.size):
+        print(line)
     print(f"CUDA support: {'yes' if _core.CUDA_BUILD else 'no (built without nvcc/CUDA headers)'}")
     print(_device_line(_core.cuda_info()))
     for coll in ("allreduce", "reduce", "bcast"):

@@ -376,18 +376,46 @@ def read_table(path: str | os.PathLike[str]) -> Table:
 # ----------------------------------------------------------------------------- building
 
 
+#: how far beyond the smallest and largest tuned size a table's first and last row reach, at
+#: most: a factor of sqrt(this) (the neighbouring tuned size's ratio where that is smaller), so
+#: a tuning run of 8 B .. 64 MiB a factor 2 apart covers 6 B .. 91 MiB and the sizes beyond
+#: fall to the cost model instead of a choice measured far from them
+EDGE_RATIO = 4.0
+
+
 def bucket_edges(sizes: Sequence[int]) -> list[tuple[float, float]]:
-    """``[lo, hi)`` of each tuned size: boundaries at geometric midpoints, from 0 to infinity.
+    """``[lo, hi)`` of each tuned size: boundaries at the geometric midpoints between tuned
+    sizes; the first and last bucket reach beyond the smallest and largest size by the square
+    root of their neighbour's ratio, at most of :data:`EDGE_RATIO` (a lone size: of 2), so that
+    sizes far outside the tuned range are left to the cost model.  Every bucket holds its size.
 
     >>> bucket_edges([8, 32, 128])
-    [(0.0, 16.0), (16.0, 64.0), (64.0, inf)]
+    [(4.0, 16.0), (16.0, 64.0), (64.0, 256.0)]
+    >>> bucket_edges([8, 262144])
+    [(4.0, 1448.0), (1448.0, 524288.0)]
+    >>> bucket_edges([16, 32])
+    [(11.0, 23.0), (23.0, 45.0)]
     """
     if not sizes:
         return []
     if list(sizes) != sorted(set(sizes)) or sizes[0] <= 0:
         raise ValueError(f"tuned sizes must be positive, increasing and distinct: {sizes}")
-    mids = [float(round(math.sqrt(a * b))) for a, b in zip(sizes, sizes[1:])]
-    return list(zip([0.0, *mids], [*mids, math.inf]))
+    mids = [float(max(a + 1, round(math.sqrt(a * b)))) for a, b in zip(sizes, sizes[1:])]
+    below = min(sizes[1] / sizes[0], EDGE_RATIO) if len(sizes) > 1 else 2.0
+    above = min(sizes[-1] / sizes[-2], EDGE_RATIO) if len(sizes) > 1 else 2.0
+    lo = float(min(sizes[0], round(sizes[0] / math.sqrt(below))))
+    hi = float(max(sizes[-1] + 1, round(sizes[-1] * math.sqrt(above))))
+    return list(zip([lo, *mids], [*mids, hi]))
+
+
+def covered(rows: Iterable[Row]) -> dict[str, tuple[float, float]]:
+    """``{collective: (lowest lo, highest hi)}`` of rows: the sizes a table decides (the rows of
+    a tuned table are contiguous; other sizes and collectives go to the cost model)."""
+    out: dict[str, tuple[float, float]] = {}
+    for r in rows:
+        lo, hi = out.get(r.collective, (r.lo, r.hi))
+        out[r.collective] = (min(lo, r.lo), max(hi, r.hi))
+    return out
 
 
 @dataclass(frozen=True)
@@ -404,8 +432,9 @@ class Choice:
 
 
 def merge_choices(collective: str, choices: Sequence[Choice], chunked: Mapping[str, bool]) -> list[Row]:
-    """Rows of a collective from per-size choices: geometric-midpoint edges, and adjacent
-    sizes with the same (algorithm, chunk, staging buffers, transport) merged into one row."""
+    """Rows of a collective from per-size choices: the edges of :func:`bucket_edges` (sizes
+    beyond the tuned range get no row), and adjacent sizes with the same (algorithm, chunk,
+    staging buffers, transport) merged into one row."""
     choices = sorted(choices, key=lambda c: c.nbytes)
     rows: list[Row] = []
     for (lo, hi), ch in zip(bucket_edges([c.nbytes for c in choices]), choices):

@@ -290,6 +290,7 @@ def test_fake_hanging_launch_times_out(fake, monkeypatch, capsys):
     (["--mpiexec", "/nonexistent/mpiexec"], "mpiexec not found"),
     (["--", "--json", "x.json"], "use --json before --"),
     (["--", "--overlap"], "no timed rows"),
+    (["-n", "1"], "add -- --allow-single"),                  # the bench refuses one process
     (["--", "--sizes", "zero"], "--sizes"),
     (["--", "--no-such-option"], "unrecognized arguments"),
     (["--bogus"], "unrecognized arguments"),

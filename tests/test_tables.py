@@ -138,10 +138,39 @@ def test_hash_is_canonical_and_sensitive():
 
 
 def test_bucket_edges_are_geometric_midpoints():
-    assert bucket_edges([8, 32, 128, 1 << 20]) == [(0, 16), (16, 64), (64, 11585), (11585, math.inf)]
-    assert bucket_edges([4096]) == [(0, math.inf)]
+    """Inside the tuned range, boundaries at the geometric midpoints; beyond it, the first and
+    last bucket reach a half step (the neighbour's ratio, at most 4, a lone size's 2) past the
+    smallest and largest size, and the sizes further out get no row (the cost model)."""
+    assert bucket_edges([8, 32, 128, 1 << 20]) == [(4, 16), (16, 64), (64, 11585), (11585, 2 << 20)]
+    assert bucket_edges([4096]) == [(2896, 5793)]
+    assert bucket_edges([8, 16, 32]) == [(6, 11), (11, 23), (23, 45)]           # the default ladder
+    assert bucket_edges([1, 2]) == [(1, 2), (2, 3)]                             # each holds its size
+    for sizes in ([8, 64 << 20], [1, 2, 3], [8, 256 << 10], [100]):
+        edges = bucket_edges(sizes)
+        assert all(lo <= n < hi for n, (lo, hi) in zip(sizes, edges)), (sizes, edges)
+        assert all(a[1] == b[0] for a, b in zip(edges, edges[1:])), edges      # contiguous
+        assert 0 < edges[0][0] and edges[-1][1] <= 4 * sizes[-1], edges
     with pytest.raises(ValueError):
         bucket_edges([32, 8])
+
+
+def test_a_two_size_tuning_leaves_sizes_beyond_its_range_to_the_model(tmp_path):
+    """The tester's case: two tuned sizes used to give one row [0, inf) applied from 8 B to
+    64 MiB; now the rows end a half step beyond the tuned sizes, and auto decides by the cost
+    model beyond (the engine's lookup finds no row there)."""
+    rows = merge_choices("allreduce", [Choice(8, "be", None, 2e-6, 3e-6),
+                                       Choice(256 << 10, "be", None, 9e-5, 1e-4)], {"be": False})
+    assert [(r.lo, r.hi, r.algorithm) for r in rows] == [(4, 512 << 10, "be")]
+    path = tmp_path / "two.json"
+    tables.write_table(path, tables.table_document(doc()["fingerprint"], rows, {"command": "x"}))
+    out = python("""
+        import lpmpi
+        for n in (0, 3, 4, 8, 256 << 10, (512 << 10) - 1, 512 << 10, 64 << 20):
+            print("SOURCE", n, lpmpi.explain("allreduce", n).source)
+        """, env={"LPMPI_TUNING_FILE": str(path)})
+    got = {int(ln.split()[1]): ln.split()[2] for ln in out.splitlines() if ln.startswith("SOURCE")}
+    assert got == {0: "model", 3: "model", 4: "table", 8: "table", 256 << 10: "table",
+                   (512 << 10) - 1: "table", 512 << 10: "model", 64 << 20: "model"}, out
 
 
 def test_merge_adjacent_buckets_with_the_same_choice():
@@ -152,7 +181,7 @@ def test_merge_adjacent_buckets_with_the_same_choice():
           Choice(8192, "lp", 4096, 2e-5, 3e-5)]
     rows = merge_choices("reduce", list(reversed(ch)), chunked)
     assert [(r.lo, r.hi, r.algorithm, r.chunk_bytes) for r in rows] == [
-        (0, 64, "native", None), (64, 256, "mst", None), (256, 4096, "lp", 1024), (4096, math.inf, "lp", 4096)]
+        (4, 64, "native", None), (64, 256, "mst", None), (256, 4096, "lp", 1024), (4096, 16384, "lp", 4096)]
     assert [m["nbytes"] for m in rows[2].measured] == [512, 2048]
     assert rows[0].measured[1] == {"nbytes": 32, "time_us": 3.0, "native_us": 3.0}
     # the written document reads back to the same rows
@@ -477,7 +506,7 @@ def test_a_rows_transport_is_validated_kept_where_it_applies_and_hashed():
                                               tables.Choice(16, "ring", 4096, 1e-6, 2e-6, transport="shm"),
                                               tables.Choice(32, "ring", 4096, 1e-6, 2e-6, transport="mpi")],
                                 {"ring": True})
-    assert [(r.transport, r.hi) for r in rows] == [("shm", 23.0), ("mpi", float("inf"))]
+    assert [(r.transport, r.hi) for r in rows] == [("shm", 23.0), ("mpi", 45.0)]
     out = tables.table_document(d["fingerprint"], rows, {})
     assert [r.get("transport") for r in out["collectives"]["allreduce"]] == ["shm", "mpi"]
 

@@ -446,6 +446,13 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
                     "--out", str(out), *FAST)
     assert rc == 0, text[-6000:]
     assert "speedup" in text and f"wrote {out}" in text                 # the summary table
+    # the table's lines come last, after the final check and the summary: the file is final
+    lines = text.splitlines()
+    wrote = next(i for i, ln in enumerate(lines) if ln.startswith(f"# wrote {out}: P = 2, host memory; "))
+    assert wrote > max(i for i, ln in enumerate(lines) if "final check" in ln or "speedup" in ln), text[-4000:]
+    assert lines[wrote + 1].startswith(f"# use it: LPMPI_TUNING_FILE={out} mpiexec -n 2 ..."), lines[wrote:]
+    assert lines[wrote + 2] == ("# LPMPI_TUNING_FILE replaces every shipped table: what this one lacks "
+                                "(reduce; other sizes; other P) goes to the cost model"), lines[wrote:]
     t = tables.read_table(out)
     assert t.skipped == [] and t.nprocs == 2 and t.model is not None
     assert {r.collective for r in t.rows} == {"allreduce", "bcast"}
@@ -454,12 +461,19 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
     assert all("+fresh/" in name for name in choices(db)), list(choices(db))
     for b in t.tuner["buckets"]:                                         # a quarter of the grid
         assert b["measured"] <= max(1, -(-b["grid"] // 4)), b
-    expect = {f"{c} {n}": [t.lookup(c, n).algorithm, t.lookup(c, n).chunk_bytes]
-              for c in ("allreduce", "bcast") for n in (8, 100, 256 << 10, 1 << 24)}
+    # two tuned sizes, 8 B and 256 KiB: rows from 4 B to 512 KiB; beyond, the cost model
+    for c in ("allreduce", "bcast"):
+        assert (min(r.lo for r in t.rows if r.collective == c), max(r.hi for r in t.rows if r.collective == c)) \
+            == (4, 512 << 10), t.rows
+    sizes = (8, 100, 256 << 10, 1 << 24)
+    expect = {f"{c} {n}": ([t.lookup(c, n).algorithm, t.lookup(c, n).chunk_bytes, "table"] if t.lookup(c, n)
+                           else "model") for c in ("allreduce", "bcast") for n in sizes}
+    assert expect["allreduce 16777216"] == expect["bcast 16777216"] == "model"
     got = each_rank("import lpmpi; "
-                    "r = {f'{c} {n}': list(lpmpi.select(c, n)) for c in ('allreduce', 'bcast') "
-                    "for n in (8, 100, 256 << 10, 1 << 24)}; "
-                    "e = lpmpi.explain('bcast', 256 << 10); assert e.source == 'table', e", out)
+                    "e = {f'{c} {n}': lpmpi.explain(c, n) for c in ('allreduce', 'bcast') "
+                    f"for n in {sizes}}}; "
+                    "r = {k: [x.algorithm, x.chunk_bytes, x.source] if x.source == 'table' else x.source "
+                    "for k, x in e.items()}", out)
     assert len(got) == 2 and all(g == expect for g in got), (got, expect)
     # every size's finalists were measured at two moments (--verify-passes 2, the default), the
     # choice is the fastest by the worse of the two, and it is what the table holds

@@ -197,7 +197,7 @@ def test_memory_cuda_errors_are_clear(monkeypatch, capsys, tmp_path):
     if _core.cuda_info()["emulated"]:
         pytest.skip("this process emulates device memory")
     args = ["--memory", "cuda", "--storage", "memory", "--sizes", "8", "--quiet", "--no-fit-model",
-            "--out", str(tmp_path / "t.json")]
+            "--out", str(tmp_path / "t.json"), "--allow-single"]     # this process is P = 1
     monkeypatch.setenv("LPMPI_TUNER_FAKE_DEVICE", "1")
     assert main(args) == 2
     assert "LPMPI_TUNER_FAKE_DEVICE=1 needs LPMPI_EMULATE_STAGING=1" in capsys.readouterr().err
@@ -258,7 +258,7 @@ def test_bench_auto_row_selects_for_the_bench_memory(tmp_path):
     path.write_text(json.dumps(cuda_doc({"allreduce": [{"lo": 0, "hi": "inf", "algorithm": "be"}]})))
     python("", env={**EMU, "LPMPI_TUNING_FILE": str(path)},
            args=("-m", "lpmpi.bench", "--sizes", "64K", "--algorithms", "auto", "--no-bandwidth",
-                 "--reps", "2", "--warmup", "0", "--json", str(js)))
+                 "--reps", "2", "--warmup", "0", "--json", str(js), "--allow-single"))
     rows = json.loads(js.read_text())["rows"]
     assert [(r["label"], r["selected_algorithm"]) for r in rows] == [("auto", "be")], rows
     assert rows[0]["time_us"] and rows[0]["check"] == "ok", rows

@@ -11,8 +11,10 @@ algorithms that run over one (the ring allreduce) get one more dimension: the tr
 (``--transports``), and the table's rows name the one chosen.
 
 Rerunning the same command after an interruption resumes: finished trials are kept in the
-storage and never measured again.  Exit status: 0 done (table written), 2 bad usage,
-3 stopped by --max-trials-this-run (rerun to go on), 130 interrupted.
+storage and never measured again.  It needs Optuna (``pip install 'lpmpi[tune]'``; ``--help``
+works without it) and more than one process (``--allow-single`` to tune one anyway).  Exit
+status: 0 done (table written), 2 bad usage (also: Optuna missing, or one process), 3 stopped
+by --max-trials-this-run (rerun to go on), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -31,7 +33,17 @@ from mpi4py import MPI
 
 import lpmpi
 from lpmpi import engine, model, tables
-from lpmpi.bench import Parser, add_flag, device_problem, node_transports, resolve_dtype, size_arg, sizes_arg
+from lpmpi.bench import (
+    Parser,
+    add_allow_single,
+    add_flag,
+    device_problem,
+    node_transports,
+    refuse_single,
+    resolve_dtype,
+    size_arg,
+    sizes_arg,
+)
 from lpmpi.engine import COLLECTIVES, OPS
 from tuner.driver import Settings, StopRun, Tuner
 from tuner.report import BucketResult, Progress, summary
@@ -86,8 +98,9 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     """The command line (``quiet`` silences it on ranks other than 0)."""
     p = Parser(prog="lpmpi-tune", description=__doc__.splitlines()[0].replace("``", ""), quiet=quiet,
                formatter_class=HelpFormatter,
-               epilog="Rerunning the same command after an interruption resumes. Exit status: 0 done, "
-               "2 bad usage, 3 stopped by --max-trials-this-run, 130 interrupted.")
+               epilog="Needs Optuna (pip install 'lpmpi[tune]') and mpiexec. Rerunning the same command "
+               "after an interruption resumes. Exit status: 0 done, 2 bad usage (Optuna missing, one "
+               "process), 3 stopped by --max-trials-this-run, 130 interrupted.")
     p.add_argument("--collectives", default=list(COLLECTIVES), metavar="LIST", type=_name_list,
                    help=f"comma-separated collectives to tune (default: {_list_text(COLLECTIVES)})")
     p.add_argument("--min-bytes", type=size_arg, default=8, metavar="SIZE",
@@ -154,6 +167,7 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--allow-oversubscribe", action="store_true",
                    help="tune even with more ranks on a node than cores (timings are meaningless)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_allow_single(p)
     p.add_argument("--crash-after", type=int, help=argparse.SUPPRESS)
     return p
 
@@ -255,11 +269,69 @@ def table_for(results: Sequence[BucketResult], fp: dict[str, Any], fitted: model
     return doc
 
 
+OPTUNA_MISSING = "lpmpi-tune needs Optuna, which is not installed here: pip install 'lpmpi[tune]'" \
+    " (in a checkout: pip install '.[tune]')"
+
+
+def optuna_problem() -> str | None:
+    """None where Optuna imports (its logging then quieted), else the one line that says how
+    to install it."""
+    try:
+        import optuna
+    except ImportError:
+        return OPTUNA_MISSING
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return None
+
+
+def approx_bytes(n: float) -> str:
+    """A byte count to three digits: ``6 B``, ``1.41 KiB``, ``90.5 MiB``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def table_hint(out: str, rows: Sequence[tables.Row], collectives: Sequence[str], nprocs: int,
+               memory: str, acc: bool = False) -> list[str]:
+    """The closing lines, once the table is written: what it covers, and how to use it, saying
+    that LPMPI_TUNING_FILE replaces the shipped tables (whatever this table does not cover goes
+    to the cost model, not to a shipped table).
+
+    >>> rows = tables.merge_choices("allreduce", [tables.Choice(1024, "lp", 1024, 1e-6, 2e-6),
+    ...                                           tables.Choice(4096, "be", None, 1e-6, 2e-6)],
+    ...                             {"lp": True, "be": False})
+    >>> print("\\n".join(table_hint("t.json", rows, ["allreduce"], 2, "host")))
+    # wrote t.json: P = 2, host memory; allreduce [512 B, 8 KiB)
+    # use it: LPMPI_TUNING_FILE=t.json mpiexec -n 2 ..., or copy it into lpmpi/tables/ and reinstall
+    # LPMPI_TUNING_FILE replaces every shipped table: what this one lacks (reduce, bcast; other sizes; other P) goes to the cost model
+    """
+    span = tables.covered(rows)
+    what = "; ".join(f"{c} [{approx_bytes(span[c][0])}, {approx_bytes(span[c][1])})"
+                     for c in collectives if c in span)
+    lacks = ", ".join(c for c in engine.COLLECTIVES if c not in span)
+    kind = memory + (" memory, calls with acc_dtype" if acc else " memory")
+    return [f"# wrote {out}: P = {nprocs}, {kind}; {what}",
+            (f"# use it: {tables.ENV_FILE}={out} mpiexec -n {nprocs} ..., or copy it into lpmpi/tables/ "
+             "and reinstall"),
+            (f"# {tables.ENV_FILE} replaces every shipped table: what this one lacks "
+             f"({lacks + '; ' if lacks else ''}other sizes; other P) goes to the cost model")]
+
+
 def _run(comm: Any, argv: list[str]) -> int:
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     parser = build_parser(quiet=rank != 0)
     args = parser.parse_args(argv)
     s = _settings(parser, args, nprocs)
+    refused = refuse_single("lpmpi-tune", nprocs, args.allow_single)
+    if refused is not None:
+        return refused
+    missing = optuna_problem()
+    if missing:
+        if rank == 0:
+            print(missing, file=sys.stderr, flush=True)
+        return EXIT_USAGE
     say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
     if s.memory == "cuda":
         # every rank checks its own process; any rank's problem stops all of them
@@ -289,7 +361,7 @@ def _run(comm: Any, argv: list[str]) -> int:
     if fitted is not None:
         say(f"# model fitted on this machine: {fitted}")
     progress = Progress(rank == 0 and not args.quiet)
-    tuner = Tuner(comm, s, progress, fp["mpi_library"])
+    tuner = Tuner(comm, s, progress, fp["mpi_library"], say)
     try:
         results = tuner.run()
     except StopRun:
@@ -304,13 +376,17 @@ def _run(comm: Any, argv: list[str]) -> int:
                 say(f"# could not mark the running trial failed ({type(exc).__name__}: {exc}); "
                     "the rerun will, when it opens the study")
         raise
-    for line in summary(results):
+    for line in summary(results):       # the final choices: tuner.run ended with the final check
         say(line)
     if rank == 0:
         out = args.out or f"lpmpi-table-P{nprocs}.json"
         settings = {k: (v.name if k == "dtype" else v) for k, v in vars(s).items()}
-        tables.write_table(out, table_for(results, fp, fitted, settings, command_line(argv, nprocs)))
-        say(f"# wrote {out}  (use it: LPMPI_TUNING_FILE={out}, or ship it in lpmpi/tables/)")
+        doc = table_for(results, fp, fitted, settings, command_line(argv, nprocs))
+        tables.write_table(out, doc)
+        sys.stderr.flush()              # the progress lines (stderr) before the closing ones
+        rows = tables.parse_table(doc).rows
+        for line in table_hint(out, rows, s.collectives, nprocs, s.memory, bool(s.acc_dtype)):
+            say(line)
     return 0
 
 
@@ -332,11 +408,9 @@ def interrupted(comm: Any, grace_s: float = 2.0) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lpmpi-tune`` / ``python -m tuner``; returns the exit status."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    """Entry point of ``lpmpi-tune`` / ``python -m tuner``; returns the exit status.  Optuna is
+    imported once the arguments are parsed and checked: ``--help`` and usage errors work
+    without it, and a run without it ends with one line saying how to install it."""
     comm = MPI.COMM_WORLD
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

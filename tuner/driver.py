@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,8 +61,12 @@ class Settings:
 class Tuner:
     """Tunes every (collective, size) bucket on ``comm``; collective."""
 
-    def __init__(self, comm: Any, settings: Settings, progress: Progress, library: str) -> None:
+    def __init__(self, comm: Any, settings: Settings, progress: Progress, library: str,
+                 say: Callable[[str], None] | None = None) -> None:
         self.comm, self.s, self.progress, self.library = comm, settings, progress, library
+        # rank 0: where the final check says what it changed (the command's own output, so that
+        # it comes before the summary and the table's "# wrote" line on the same stream)
+        self.say = say or progress.note
         self.rank, self.nprocs = comm.Get_rank(), comm.Get_size()
         self.trials_this_run = 0
         self.backend = memory_backend(settings.memory, comm)
@@ -258,15 +263,15 @@ class Tuner:
                 study.store_choice(choice_record(choice, seconds, native_s, times, int(stored["reps"]),
                                                  passes=int(stored.get("passes", 1)) + 1))
                 if choice != r.choice:
-                    self.progress.note(f"[final check {r.collective} {format_bytes(r.nbytes)}] "
-                                       f"{r.choice.label} -> {choice.label} (worse of the passes: "
-                                       f"{seconds * 1e6:.1f} us)")
+                    self.say(f"[final check {r.collective} {format_bytes(r.nbytes)}] "
+                             f"{r.choice.label} -> {choice.label} (worse of the passes: "
+                             f"{seconds * 1e6:.1f} us)")
             changed += choice != r.choice
             checked += 1
             out.append(replace(r, choice=choice, seconds=seconds, native_s=native_s))
         if self.rank == 0 and checked:
-            self.progress.note(f"# final check: the finalists of {checked} sizes measured again; "
-                               f"{changed} choice(s) changed")
+            self.say(f"# final check: the finalists of {checked} sizes measured again; "
+                     f"{changed} choice(s) changed")
         return out
 
 

@@ -44,10 +44,13 @@ The modules, one job each:
   benchmark in N fresh launches, every other one pinned, and each figure's spread over them.
 
 This package re-exports the names the tuner and the tests use, with the byte-size grammar
-(:func:`parse_size`, :func:`parse_sizes`, :func:`format_bytes`, :func:`chunk_label`).
+(:func:`parse_size`, :func:`parse_sizes`, :func:`format_bytes`, :func:`chunk_label`) and the
+launch check of the command-line tools (:func:`refuse_single`, :func:`add_allow_single`: refuse
+to run as one process, started without mpiexec or by another MPI's launcher).
 """
 from __future__ import annotations
 
+from lpmpi._launch import add_allow_single, refuse_single
 from lpmpi._units import chunk_label, chunk_text, format_bytes, parse_size, parse_sizes
 from lpmpi.bench.cases import (
     AUTO,
@@ -136,13 +139,13 @@ __all__ = [
     "DEFAULT_WARMUP", "GRID_HEADER", "MAX_REPS", "MEMORY_BACKENDS", "MIN_REPS", "MPI4PY", "NATIVE",
     "OPS", "REGRET_TARGET", "SENTINEL", "TUNED", "Buffers", "Call", "Case", "Checkpoint",
     "CudaMemory", "FakeDeviceMemory", "GridRow", "HostMemory", "Parser", "Prepared", "Repetitions",
-    "Row", "Settings", "Timing", "add_flag", "build_cases", "build_parser", "bus_factor",
+    "Row", "Settings", "Timing", "add_allow_single", "add_flag", "build_cases", "build_parser", "bus_factor",
     "check_case", "chunk_label", "chunk_text", "device_problem", "environment_header", "estimate",
     "expected_values", "fake_device", "finalists", "format_bytes", "format_grid_row",
     "format_header", "format_row", "format_table_header", "grid_cases", "grid_row", "is_grid_label",
     "is_inexact", "main", "make_buffers", "make_call", "max_over_ranks", "measure",
     "measure_memory_bandwidth", "memory_backend", "mpi_op", "native_reference", "node_transports",
-    "parse_size", "parse_sizes", "pattern", "probe", "refilled", "resolve_dtype", "rule_transport",
+    "parse_size", "parse_sizes", "pattern", "probe", "refilled", "refuse_single", "resolve_dtype", "rule_transport",
     "run_collective", "run_compare_grid", "run_scaling", "run_size", "same_result", "sample_indices",
     "selection_memory", "size_arg", "sizes_arg", "speedup_verdict", "summarize", "summarize_grid",
     "transports_of", "tuned_choice", "with_transport",

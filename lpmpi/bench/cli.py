@@ -10,7 +10,11 @@ Run it under ``mpiexec``; only rank 0 prints::
     mpiexec -n 2 lpmpi-bench --sizes 1M:64M:x2 --algorithms lp,native --dtype float64
     mpiexec -n 2 lpmpi-bench --sizes 64K:64M:x4 --algorithms ring,auto --transports mpi,shm,cma
 
-Exit status: 0, 1 if any lpmpi result mismatched or any lpmpi algorithm failed, 2 bad usage.
+Started as one process (without mpiexec) it refuses, with exit status 2, unless
+``--allow-single``.
+
+Exit status: 0, 1 if any lpmpi result mismatched or any lpmpi algorithm failed, 2 bad usage
+(or one process without ``--allow-single``).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 import lpmpi
+from lpmpi._launch import add_allow_single, refuse_single
 from lpmpi._units import parse_size, parse_sizes
 from lpmpi.bench.cases import AUTO, GLOO, GLOO_OPS, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
 from lpmpi.bench.forms import FORMS, run_forms
@@ -192,6 +197,7 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         help=f"--overlap: the compute phases, a subset of {','.join(COMPUTES)} (sleep: a GIL-releasing "
         "wait, numpy: a numpy kernel; default both)",
     )
+    add_allow_single(p)
     return p
 
 
@@ -255,12 +261,15 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; return 0, or 1 if any lpmpi result mismatched or any algorithm failed
-    (argparse exits with 2 on bad usage)."""
+    (argparse exits with 2 on bad usage), or 2 as one process without ``--allow-single``."""
     comm = MPI.COMM_WORLD
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     parser = build_parser(quiet=rank != 0)
     args = parser.parse_args(argv)
     dtype = _validate(parser, args, nprocs)
+    refused = refuse_single("lpmpi-bench", nprocs, args.allow_single)
+    if refused is not None:
+        return refused
 
     def out(line: str) -> None:
         if rank == 0:

@@ -430,13 +430,16 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _check_bench_args(p: argparse.ArgumentParser, bench_args: list[str]) -> None:
-    """Parse the bench's arguments with the bench's own parser (it exits 2 on bad ones)."""
+def _check_bench_args(p: argparse.ArgumentParser, bench_args: list[str], np: int) -> None:
+    """Parse the bench's arguments with the bench's own parser (it exits 2 on bad ones); at
+    ``np`` = 1 they must allow one process."""
     from lpmpi.bench.cli import build_parser as bench_parser
 
     ns = bench_parser().parse_args(bench_args)
     if ns.json:
         p.error("the bench's --json is this command's own (each launch writes one); use --json before --")
+    if np == 1 and not ns.allow_single:
+        p.error("-n 1: lpmpi-bench refuses to run as one process; add -- --allow-single to time P = 1")
     for mode in ("overlap", "node_bytes"):
         if getattr(ns, mode):
             p.error(f"--{mode.replace('_', '-')} gives no timed rows to compare across launches")
@@ -463,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not mpiexec or not (os.path.exists(mpiexec) or shutil.which(mpiexec)):
         p.error(f"mpiexec not found ({mpiexec or 'none next to ' + sys.executable + ' nor on PATH'}); "
                 "give --mpiexec PATH")
-    _check_bench_args(p, bench_args)
+    _check_bench_args(p, bench_args, args.np)
     launcher = query_launcher(mpiexec)
     try:
         plan = pin_plan(args.pin, launcher)
