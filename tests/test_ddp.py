@@ -1,7 +1,7 @@
 """PyTorch DDP with lpmpi's communication hook (lpmpi.torch.allreduce_hook) trains to the same
-parameters as DDP with gloo's allreduce (examples/ddp_torch.py, a convolutional net on the
-digits, at P = 2 and 3), bitwise identical on every rank (the example checks and exits 1
-otherwise); plus the hook's errors.  Skipped without torch (it is in the test extra)."""
+parameters as DDP with gloo's allreduce (examples/ddp_torch.py, a convolutional net on
+synthetic 8x8 images, at P = 2 and 3), bitwise identical on every rank (the example checks and
+exits 1 otherwise); plus the hook's errors.  Skipped without torch (the test extra has it)."""
 import sys
 from pathlib import Path
 
