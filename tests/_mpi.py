@@ -16,6 +16,11 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 CASES = TESTS / "mpi_cases.py"
 
+# the reason the torch tests give where torch is not installed (pyproject.toml: the [test] extra
+# pins this project's CI build; elsewhere [test-base] and torch's CPU wheel, README "Tests")
+NO_TORCH = ("torch is not installed: pip install 'lpmpi[torch]', or its CPU build alone: "
+            "pip install torch --index-url https://download.pytorch.org/whl/cpu")
+
 # process counts exercised by the spawning tests; P >= 3 oversubscribes a 2-core machine, so
 # those runs use a deterministic sample of the matrix (every Nth case by hash).
 NPROCS = (1, 2, 3, 4, 5)

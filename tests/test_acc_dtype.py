@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from _mpi import child_env, mpiexec, run
+from _mpi import NO_TORCH, child_env, mpiexec, run
 
 import lpmpi
 
@@ -152,7 +152,7 @@ def test_acc_dtype_spellings_and_result_kind():
     for spelled in ("float32", np.float32, np.dtype(np.float32)):
         y = lpmpi.allreduce(x, acc_dtype=spelled)
         assert y.dtype == np.float16 and np.array_equal(y, x)
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=NO_TORCH)
     t = torch.tensor([1.0, 2.5, -3.0], dtype=torch.bfloat16)
     y = lpmpi.allreduce(t, op="avg", acc_dtype=torch.float32)
     assert isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16 and torch.equal(y, t)

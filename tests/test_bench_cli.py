@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _mpi import child_env, mpiexec, run
+from _mpi import NO_TORCH, child_env, mpiexec, run
 
 ROOT = Path(__file__).resolve().parent.parent
 DOUBLED = re.compile(r"\(default[^)]*\)[\s.;,]*\(default", re.IGNORECASE)
@@ -280,7 +280,7 @@ def test_forms_run_with_read_result_checks_every_row(tmp_path):
 def test_peers_adds_checked_gloo_rows_and_the_speedup(tmp_path):
     """--peers at P = 2: a gloo row per size, checked against native like every row, and the
     summary's auto-over-gloo speed-ups."""
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason=NO_TORCH)
     js = tmp_path / "peers.json"
     cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--peers", "--sizes",
            "8,64K", "--algorithms", "native,auto", "--min-time", "0.002", "--warmup", "1",

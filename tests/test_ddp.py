@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _mpi import child_env, mpiexec, run
+from _mpi import NO_TORCH, child_env, mpiexec, run
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason=NO_TORCH)
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp_torch.py"
 GLOO = {"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _mpi import child_env, mpiexec
+from _mpi import NO_TORCH, child_env, mpiexec
 
 pytestmark = pytest.mark.mpi
 
@@ -126,7 +126,7 @@ def run_split(cmd: list[str], env: dict, timeout: float) -> tuple[int | None, st
 @pytest.mark.parametrize("code,expected", examples())
 def test_example_runs(tmp_path, code, expected):
     if re.search(r"^import torch|^from torch|^import .*\btorch\b", code, flags=re.MULTILINE):
-        pytest.importorskip("torch", reason="this example needs torch (pip install 'lpmpi[torch]')")
+        pytest.importorskip("torch", reason=NO_TORCH)
     script = tmp_path / "example.py"
     script.write_text(code)
     t0 = time.monotonic()
