@@ -13,6 +13,8 @@ cdef extern from "lpmpi.h" nogil:
         LP_ERR_UNSUPPORTED
         LP_ERR_INTERNAL
         LP_ERR_BUSY
+        LP_ERR_TIMEOUT
+        LP_ERR_PEER
         LP_NDTYPES
         LP_NOPS
         LP_NCOLLS
@@ -80,6 +82,7 @@ cdef extern from "lpmpi.h" nogil:
     int lp_progress_thread_running()
     int lp_native_forms()
     void lp_test_fault(long after)
+    void lp_test_shm_named(int on)
     const char *lp_errmsg()
     const char *lp_errwhere()
     const char *lp_coll_name(lp_coll_t coll)
@@ -90,6 +93,7 @@ cdef extern from "lpmpi.h" nogil:
     long lp_comm_contexts()
 
     void lp_configure(size_t max_msg_bytes, int window, int check)
+    long long lp_set_timeout_ns(long long ns)
     int lp_window_get()
     int lp_algo_count()
     const char *lp_algo_name(int alg)
@@ -107,6 +111,7 @@ cdef extern from "lpmpi.h" nogil:
     long lp_table_mismatches()
     int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node)
     int lp_comm_transport(MPI_Comm comm, int *why)
+    const char *lp_shm_failure()
     int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *which)
     void lp_node_transport_sizes(size_t *out)
     void lp_set_node_transport(int mode)

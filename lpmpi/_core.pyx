@@ -90,6 +90,11 @@ def _configure(size_t max_msg_bytes, int window, bint check, bint debug=False):
     _debug = debug
     lp_configure(max_msg_bytes, window, check)
 
+def _configure_timeout(double seconds):
+    """LPMPI_TIMEOUT: the watchdog's limit in seconds (0: off); returns the previous one."""
+    return lp_set_timeout_ns(<long long>(seconds * 1e9) if seconds > 0 else 0) / 1e9
+
+
 def _configure_shm_spin(long us):
     """LPMPI_SHM_SPIN_US (lpmpi._env at import): microseconds a rank waiting on the shared-memory
     transport polls before it sleeps; -1: it never sleeps.  Returns the previous value (us)."""
@@ -464,7 +469,9 @@ cdef int _get_dlpack(obj, str name, Buf *b) except -1:
     cdef int64_t n
     b.dtype = _dl_dtype(t.dtype, name)
     if b.dtype < 0:
-        raise TypeError(f"{name} has unsupported dtype {_dl_type_name(t.dtype)}")
+        spelled = getattr(obj, "dtype", None)
+        spelled = f"{spelled} (DLPack {_dl_type_name(t.dtype)})" if spelled is not None else _dl_type_name(t.dtype)
+        raise TypeError(f"{name} has unsupported dtype {spelled} (lpmpi takes bool, int8-int64, uint8-uint64, float16, bfloat16, float32, float64, complex64, complex128)")
     for i in range(<size_t>t.ndim):
         if t.shape[i] < 0:
             raise ValueError(f"{name} has a negative dimension")
@@ -495,6 +502,8 @@ cdef str _accepted(obj, str name):
         hint = f"; it has .numpy(): pass {name}.numpy() (a copy for read-only data)"
     elif hasattr(obj, "__array__"):
         hint = f"; it has __array__: pass numpy.asarray({name}) (a copy for some types)"
+    elif isinstance(obj, (list, tuple, int, float, complex, bool)):
+        hint = f"; pass numpy.asarray({name}) (a result needs an array to land in)"
     return (f"{name} must be an array: an object with __dlpack__ (PyTorch, JAX, CuPy, numpy), "
             f"a numpy array, a buffer-protocol object or a CUDA array (__cuda_array_interface__); "
             f"got {type(obj).__module__}.{type(obj).__qualname__}{hint}")
@@ -508,10 +517,12 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
     if cnp.PyArray_Check(obj):
         a = <cnp.ndarray>obj
         if not cnp.PyArray_IS_C_CONTIGUOUS(a):
-            raise ValueError(f"{name} must be C-contiguous")
+            raise ValueError(f"{name} must be C-contiguous: " + (
+                "the result is written into it: receive into numpy.empty_like(recvbuf, order='C') "
+                "and copy back" if name == "recvbuf" else f"pass numpy.ascontiguousarray({name}) (a copy)"))
         b.dtype = _numpy_dtype(a)
         if b.dtype < 0:
-            raise TypeError(f"{name} has unsupported dtype {a.dtype}")
+            raise TypeError(f"{name} has unsupported dtype {a.dtype} (lpmpi takes bool, int8-int64, uint8-uint64, float16, bfloat16, float32, float64, complex64, complex128)")
         b.ptr = <char *>cnp.PyArray_DATA(a)
         b.count = <size_t>cnp.PyArray_SIZE(a)
         b.readonly = not cnp.PyArray_ISWRITEABLE(a)
@@ -522,6 +533,14 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
             if obj is _IN_PLACE and name == "recvbuf" else ""
         raise TypeError(f"{name} must be an array, not {what}{hint}")
     if hasattr(type(obj), "__dlpack__") and hasattr(type(obj), "__dlpack_device__"):
+        if _is_torch(obj):                   # bits DLPack does not carry: refused, not ignored
+            if getattr(obj, "is_neg", None) is not None and obj.is_neg():
+                raise TypeError(f"{name} is a torch tensor with its negative bit set (a lazy "
+                                f"negation, e.g. z.conj().imag), which DLPack does not carry: "
+                                f"pass {name}.resolve_neg()")
+            if getattr(obj, "is_conj", None) is not None and obj.is_conj():
+                raise TypeError(f"{name} is a torch tensor with its conjugate bit set (a lazy "
+                                f"conjugate), which DLPack does not carry: pass {name}.resolve_conj()")
         return _get_dlpack(obj, name, b)
     if not PyObject_CheckBuffer(obj):        # then device arrays without DLPack
         try:
@@ -725,7 +744,11 @@ cdef object _alloc_like(obj, int dtype, int mem=0):
         import torch
         return torch.empty_like(obj, memory_format=torch.contiguous_format)
     if hasattr(type(obj), "__dlpack__"):
-        return np.empty(tuple(obj.shape), _np_dtype(dtype))
+        shape = getattr(obj, "shape", None)
+        if shape is None:
+            raise TypeError(f"recvbuf=None: the result takes sendbuf's shape, and "
+                            f"{type(obj).__qualname__} has no .shape: pass recvbuf")
+        return np.empty(tuple(shape), _np_dtype(dtype))
     return np.empty(memoryview(obj).shape, DTYPE_NAMES[dtype])
 
 cdef bint _is_torch(obj):
@@ -1262,8 +1285,8 @@ cdef class Request:
         if self.msg.acc:
             self.msg.acc_widen()
         self.due = self.msg.to_jax
-        if self.msg.s.count * lp_dtype_size(self.msg.s.dtype) > _START_WITH_GIL:
-            with nogil:
+        if _check_enabled or self.msg.s.count * lp_dtype_size(self.msg.s.dtype) > _START_WITH_GIL:
+            with nogil:   # LPMPI_CHECK: an agreement (collective) first
                 rc = lp_start(self.req)
         else:
             rc = lp_start(self.req)
@@ -1491,6 +1514,12 @@ def _test_fault(long after):
     lp_test_fault(after)
 
 
+def _test_shm_named(bint on):
+    """Tests: shared-memory segments made as named POSIX segments in /dev/shm (the path taken
+    where /proc/<pid>/fd is refused) instead of memory files."""
+    lp_test_shm_named(on)
+
+
 # ---------------------------------------------------------------- the decision, model, tables
 def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk_bytes=None,
            bint acc=False):
@@ -1652,15 +1681,14 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "in use: a shared-memory segment of the ranks of this node, synchronised by counters in "
            f"it, for the ring allreduce on host memory, from {_SHM_MIN} to {_SHM_MAX} (above: ring over "
            "MPI, unless a table row asks for it)",
-           "off: the shared-memory segment could not be made (no room in /dev/shm?; "
-           "LPMPI_NODE_TRANSPORT=shm)",
+           "off: the shared-memory segment could not be made{shm} (LPMPI_NODE_TRANSPORT=shm)",
            "in use: for the ring allreduce on host memory, a shared-memory segment of the ranks of "
            f"this node (from {_SHM_MIN}) and single-copy reads (process_vm_readv) from {_CMA_MIN}, "
            "unless a table row asks for one",
            "in use: single-copy reads between the ranks of this node (process_vm_readv) for the "
            f"ring allreduce on host memory, from {_CMA_MIN}; the shared-memory segment could not "
-           "be made (no room in /dev/shm?)",
-           "off: the shared-memory segment could not be made (no room in /dev/shm?), and "
+           "be made{shm}",
+           "off: the shared-memory segment could not be made{shm}, and "
            "process_vm_readv between the ranks was refused (ptrace permissions)")
 _NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma", 9: "cma"}
 
@@ -1697,7 +1725,11 @@ def comm_transport(comm=None, bint prepare=True):
     rc = lp_comm_transport(h, &why)
     if rc != LP_OK:
         _raise_status(rc)
-    return (_NT_NAME.get(why, "mpi"), _NT_WHY[why])
+    text = _NT_WHY[why]
+    if "{shm}" in text:             # which step failed, and the system's reason
+        fail = lp_shm_failure().decode()
+        text = text.replace("{shm}", f" (this rank: {fail})" if fail else " (on another rank)")
+    return (_NT_NAME.get(why, "mpi"), text)
 
 def node_bytes(bint reset=False):
     """Bytes this process sent to ranks on other nodes in lpmpi's own point-to-point transfers

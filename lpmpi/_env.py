@@ -45,6 +45,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "auto (default) uses lpmpi's shared-memory transport and single-copy process_vm_readv reads, "
      "each at the sizes where it measured faster (either alone where the other cannot work); "
      "shm or cma only that one; mpi keeps MPI point-to-point")),
+    ("LPMPI_TIMEOUT", "seconds", ("the watchdog: a collective not complete after this long raises "
+     "LPError on the ranks waiting for it, naming what it waits for (the communicator is unusable "
+     "then: e.g. comm.Abort()); default off, free when off; on, waits poll instead of blocking in MPI")),
     ("LPMPI_SHM_SPIN_US", "-1..1000000", ("shared-memory transport: microseconds a waiting rank polls "
      "its peers' counters before it sleeps until they move (default 50; -1: poll, never sleep)")),
 )
@@ -71,6 +74,7 @@ class Settings:
     progress_thread: bool = False
     node_transport: str = "auto"       # LPMPI_NODE_TRANSPORT: auto, shm, cma or mpi
     shm_spin_us: int | None = None     # LPMPI_SHM_SPIN_US: None = the engine's default
+    timeout: float = 0.0               # LPMPI_TIMEOUT: seconds, 0 = off
 
 
 def _ignore(name: str, value: str, why: str) -> None:
@@ -138,7 +142,22 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         progress_thread=_flag(env, "LPMPI_PROGRESS_THREAD"),
         node_transport=nt or "auto",
         shm_spin_us=_spin(env),
+        timeout=_seconds(env, "LPMPI_TIMEOUT"),
     )
+
+
+def _seconds(env: Mapping[str, str], name: str) -> float:
+    v = env.get(name, "").strip()
+    if not v:
+        return 0.0
+    try:
+        t = float(v)
+    except ValueError:
+        t = -1.0
+    if not 0 < t <= 1e6:          # NaN fails the comparison too
+        _ignore(name, v, "not a number of seconds in (0, 1e6]")
+        return 0.0
+    return t
 
 
 def _spin(env: Mapping[str, str]) -> int | None:
@@ -171,6 +190,7 @@ def apply() -> Settings:
     _core._configure_node_transport(NODE_TRANSPORTS.index(s.node_transport))
     if s.shm_spin_us is not None:
         _core._configure_shm_spin(s.shm_spin_us)
+    _core._configure_timeout(s.timeout)
     for coll in _core.COLLECTIVES:
         # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
         _core.set_override(coll, s.algorithm if s.algorithm in _core.algorithms(coll) else None,

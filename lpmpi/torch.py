@@ -53,6 +53,7 @@ class HookState:
             raise RuntimeError("lpmpi.torch.allreduce_hook completes its futures from a thread: "
                                "MPI must be initialised with MPI_THREAD_MULTIPLE (mpi4py's "
                                "default; see mpi4py.rc.thread_level)")
+        _check_world(self.comm)
         if acc_dtype not in (None, "float32", torch.float32):
             raise TypeError(f"acc_dtype must be None or 'float32', got {acc_dtype!r}")
         self.algorithm = algorithm
@@ -62,6 +63,30 @@ class HookState:
     def __repr__(self) -> str:
         return (f"HookState(size={self.comm.Get_size()}, algorithm={self.algorithm!r}, "
                 f"chunk_bytes={self.chunk_bytes!r}, acc_dtype={self.acc_dtype!r})")
+
+
+def _torch_world() -> Optional[int]:
+    """The number of processes torch.distributed runs (its process group, else torchrun's
+    WORLD_SIZE), or None where it says nothing."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    ws = os.environ.get("WORLD_SIZE", "")
+    return int(ws) if ws.isdigit() else None
+
+
+def _check_world(comm: MPI.Comm) -> None:
+    """Refuse to average over a communicator that is not torch's world: under torchrun (or any
+    launcher other than mpiexec) each process is its own MPI singleton, and an "average" over
+    one rank would silently leave every gradient as it was."""
+    tw, mw = _torch_world(), MPI.COMM_WORLD.Get_size()
+    if tw is None or tw == mw:
+        return
+    raise RuntimeError(
+        f"lpmpi.torch: torch.distributed runs {tw} processes but MPI's world has {mw} "
+        f"(this communicator: {comm.Get_size()}); the processes were not started by MPI's launcher "
+        f"(torchrun makes each one an MPI singleton), so lpmpi cannot reach the others. Launch "
+        f"with `mpiexec -n {tw} python train.py` and call lpmpi.torch.init_process_group() "
+        f"instead of torchrun")
 
 
 class _Completer:

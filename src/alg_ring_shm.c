@@ -54,6 +54,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <dirent.h>
+#include <signal.h>
 #endif
 
 /* the counters, indexed like the stages that advance them (kind - LP_STEP_SHM_IN); line
@@ -134,53 +136,178 @@ static int reserve(int fd, size_t bytes) {
 }
 #endif
 
+#if defined(__linux__)
+/* process pid's state letter and start time (clock ticks after boot) from /proc; 0 when it has
+ * no entry (gone, or not visible from here) */
+static int proc_stat(int pid, char *state, unsigned long long *start) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');            /* after the command name, which may hold spaces */
+    if (!p || sscanf(p + 1, " %c", state) != 1) return 0;
+    for (int field = 3; field <= 22 && p; field++) p = strchr(p + 1, ' ');   /* the space before field 22 */
+    return p && sscanf(p + 1, "%llu", start) == 1;
+}
+#endif
+
+int lp_shm_peer_gone(const lp_shm_t *s, int me) {
+#if defined(__linux__)
+    if (!s->watch) return -1;
+    for (int r = 0; r < s->P; r++) {
+        char st = 0;
+        unsigned long long t = 0;
+        if (r == me) continue;
+        if (!proc_stat(s->pid[r], &st, &t) || st == 'Z' || st == 'X' || t != s->since[r]) return r;
+    }
+#else
+    (void)s; (void)me;
+#endif
+    return -1;
+}
+
+#if defined(__linux__)
+/* Named segments: "/lpmpi-<creator pid>-<n>-<ns>".  Before it makes a segment, rank 0 removes
+ * those whose creator process is gone (killed between making and unlinking its own): a live
+ * job's are never touched (its creator is alive; a reused pid only delays a removal). */
+static void sweep_stale(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        long pid = 0;
+        char name[300];
+        if (strncmp(e->d_name, "lpmpi-", 6) != 0 || sscanf(e->d_name + 6, "%ld-", &pid) != 1 || pid <= 0)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    closedir(d);
+}
+
+/* why this process's last segment could not be made ("" where it could, or another rank
+ * failed): the step and the system's error, for lpmpi-info */
+static char shm_why[160];
+static int force_named;          /* tests: the named path (lp_test_shm_named) */
+void lp_test_shm_named(int on) { force_named = on; }
+const char *lp_shm_failure(void) { return shm_why; }
+static void why(const char *step, size_t bytes) {
+    snprintf(shm_why, sizeof shm_why, "%s of %zu bytes: %s%s", step, bytes, strerror(errno),
+             errno == ENOMEM ? " (RLIMIT_AS or the memory limit?)"
+             : errno == ENOSPC ? " (no room in /dev/shm?)" : "");
+}
+
+/* map s->bytes of a file every rank of comm opens: rank 0 makes it, the others open it by the
+ * path it broadcasts.  named = 0: an anonymous memory file (memfd_create) the others open
+ * through /proc/<pid>/fd/<fd>: it has no name anywhere, so nothing is left behind whichever
+ * process is killed when.  named = 1: a POSIX segment, unlinked once every rank mapped it.
+ * Collective; *ok = 1 where this rank mapped it (s->base). */
+static int attach(MPI_Comm comm, int rank, lp_shm_t *s, int named, int *ok) {
+    static atomic_uint made;
+    int rc = LP_OK, fd = -1;
+    struct { char name[64]; int ok; } hdr = {{0}, 0};
+    *ok = 0;
+    if (rank == 0 && s) {
+        if (named) {
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            snprintf(hdr.name, sizeof hdr.name, "/lpmpi-%ld-%u-%lx", (long)getpid(),
+                     atomic_fetch_add(&made, 1), (unsigned long)t.tv_nsec);
+            fd = shm_open(hdr.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        } else {
+            fd = (int)syscall(SYS_memfd_create, "lpmpi-shm", 1u /* MFD_CLOEXEC */);
+            snprintf(hdr.name, sizeof hdr.name, "/proc/%ld/fd/%d", (long)getpid(), fd);
+        }
+        /* the pages are reserved now: a tmpfs without room for them (a container's small
+         * /dev/shm) refuses here, and the transport is not used, instead of a SIGBUS at the
+         * first store into a page it cannot supply */
+        if (fd < 0) why(named ? "shm_open" : "memfd_create", s->bytes);
+        else if (ftruncate(fd, (off_t)s->bytes) != 0) why("ftruncate", s->bytes);
+        else if (reserve(fd, s->bytes) != 0) why("posix_fallocate", s->bytes);
+        else hdr.ok = 1;
+        if (fd >= 0 && !hdr.ok && named) shm_unlink(hdr.name);
+    }
+    LP_MPI(MPI_Bcast(&hdr, (int)sizeof hdr, MPI_BYTE, 0, comm));
+    if (rank != 0 && hdr.ok && s) {
+        fd = named ? shm_open(hdr.name, O_RDWR, 0) : open(hdr.name, O_RDWR | O_CLOEXEC);
+        if (fd < 0) why(named ? "shm_open" : "open /proc/<pid>/fd", s->bytes);
+    }
+    if (hdr.ok && s && fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= s->bytes) {
+            void *m = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (m != MAP_FAILED) { s->base = m; *ok = 1; shm_why[0] = 0; }
+            else why("mmap", s->bytes);
+        }
+    }
+    /* rank 0 keeps its file open (memfd: the others' path) and the name (named) until every
+     * rank has it mapped or gave up */
+    if (hdr.ok) LP_MPI(MPI_Barrier(comm));
+    if (rank == 0 && named && hdr.ok) shm_unlink(hdr.name);
+cleanup:
+    if (fd >= 0) close(fd);
+    return rc;
+}
+#endif
+
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out) {
     int rc = LP_OK, ok = 0;
     *out = NULL;
 #if defined(__linux__)
-    static atomic_uint made;
-    struct { char name[48]; int ok; } hdr = {{0}, 0};
     lp_shm_t *s = calloc(1, sizeof *s);
-    int fd = -1;
+    unsigned long long *all = NULL;
     if (s) {
         s->P = P;
         s->slot = slot_for(P);
         s->stride = HEAD + 2 * s->slot;
         s->bytes = s->stride * (size_t)P;
     }
-    if (rank == 0 && s) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        snprintf(hdr.name, sizeof hdr.name, "/lpmpi-%ld-%u-%lx", (long)getpid(),
-                 atomic_fetch_add(&made, 1), (unsigned long)t.tv_nsec);
-        fd = shm_open(hdr.name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        /* the pages are reserved now: a tmpfs without room for them (a container's small
-         * /dev/shm) refuses here, and the transport is not used, instead of a SIGBUS at the
-         * first store into a page it cannot supply */
-        if (fd >= 0 && ftruncate(fd, (off_t)s->bytes) == 0 && reserve(fd, s->bytes) == 0) hdr.ok = 1;
-        if (fd >= 0 && !hdr.ok) shm_unlink(hdr.name);
+    if (rank == 0) sweep_stale();   /* earlier jobs' leftovers, whichever path made them */
+    if (!force_named) LP_TRY(attach(comm, rank, s, 0, &ok));
+    int every = ok;
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &every, 1, MPI_INT, MPI_MIN, comm));
+    if (!every) {                   /* /proc refused somewhere: a named segment */
+        if (s && s->base) munmap(s->base, s->bytes);
+        if (s) s->base = NULL;
+        LP_TRY(attach(comm, rank, s, 1, &ok));
     }
-    LP_MPI(MPI_Bcast(&hdr, (int)sizeof hdr, MPI_BYTE, 0, comm));
-    if (rank != 0 && hdr.ok && s) fd = shm_open(hdr.name, O_RDWR, 0);
-    if (hdr.ok && s && fd >= 0) {
-        struct stat st;
-        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= s->bytes) {
-            void *m = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            if (m != MAP_FAILED) { s->base = m; ok = 1; }
+    /* every rank's mapping, process id and start time (the liveness check: a waiter whose peer
+     * is gone raises instead of waiting forever; where this rank cannot see a peer's /proc
+     * entry as it was, another pid namespace, there is no check) */
+    {
+        char st;
+        unsigned long long me[3] = {(unsigned long long)ok, (unsigned long long)getpid(), 0};
+        if (!proc_stat((int)getpid(), &st, &me[2])) me[2] = 0;
+        all = malloc((size_t)P * sizeof me);
+        if (s) {
+            s->pid = malloc((size_t)P * sizeof *s->pid);
+            s->since = malloc((size_t)P * sizeof *s->since);
+        }
+        int have = all && s && s->pid && s->since;
+        LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, comm));
+        if (!have) ok = 0;
+        else {
+            LP_MPI(MPI_Allgather(me, 3, MPI_UNSIGNED_LONG_LONG, all, 3, MPI_UNSIGNED_LONG_LONG, comm));
+            s->watch = 1;
+            for (int r = 0; r < P; r++) {
+                unsigned long long t = 0;
+                ok &= all[3 * r] != 0;
+                s->pid[r] = (int)all[3 * r + 1];
+                s->since[r] = all[3 * r + 2];
+                if (!all[3 * r + 2] || !proc_stat(s->pid[r], &st, &t) || t != s->since[r]) s->watch = 0;
+            }
         }
     }
-    if (fd >= 0) close(fd);
-    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm));
-    if (rank == 0 && hdr.ok) shm_unlink(hdr.name);      /* everyone has it mapped (or gave up) */
     if (ok) {
         *out = s;
         s = NULL;
     }
 cleanup:
-    if (s) {
-        if (s->base) munmap(s->base, s->bytes);
-        free(s);
-    }
+    free(all);
+    lp_shm_close(s);
 #else
     (void)comm; (void)rank; (void)P;
     LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm));
@@ -194,6 +321,8 @@ void lp_shm_close(lp_shm_t *s) {
 #if defined(__linux__)
     if (s->base) munmap(s->base, s->bytes);
 #endif
+    free(s->pid);
+    free(s->since);
     free(s);
 }
 

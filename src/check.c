@@ -1,17 +1,24 @@
-/* check.c: LPMPI_CHECK, do the ranks agree on a call before it communicates?
+/* check.c: do the ranks agree, before they communicate?
  *
- * Every rank contributes the values of its call (collective, count, dtype, op, root,
- * algorithm, chunk) and whether its own arguments were bad; one MPI_Allgather gives every
- * rank all of them, so every rank raises the same MismatchError, naming the values and the
- * ranks that hold them ("ranks disagree on dtype: float32 on ranks 0-2, float64 on rank 3"),
- * instead of hanging in a collective the others never enter.  One collective per checked
- * call; off by default. */
+ * LPMPI_CHECK, on a call: every rank contributes the values of its call (collective, count,
+ * dtype, op, root, algorithm, chunk, and for a persistent start which request) and whether its
+ * own arguments were bad; one MPI_Allgather gives every rank all of them, so every rank raises
+ * the same MismatchError, naming the values and the ranks that hold them ("ranks disagree on
+ * dtype: float32 on ranks 0-2, float64 on rank 3"), instead of hanging in a collective the
+ * others never enter.  One collective per checked call; off by default.
+ *
+ * Always, on a communicator's first call (context.c, inside the table agreement's one
+ * collective): the knobs that change what a rank sends or which MPI calls it makes (the
+ * algorithm and chunk overrides, the transport override, LPMPI_WINDOW, LPMPI_MAX_MSG_BYTES,
+ * LPMPI_CHECK, the device path's knobs, LPMPI_TIMEOUT).  Ranks that differ would compute
+ * wrong results silently or hang; every rank raises MismatchError naming the knob instead. */
 #include "engine.h"
 #include <stdio.h>
 #include <stdlib.h>
 
 static const char *const ck_names[LP_CK_N] = {"collective", "count", "dtype", "op", "root",
-                                              "algorithm", "chunk_bytes"};
+                                              "algorithm", "chunk_bytes",
+                                              "persistent request (numbered as made)"};
 
 /* field `f`'s value as the user wrote it */
 static void value_text(int f, int64_t v, char *s, size_t n) {
@@ -20,6 +27,7 @@ static void value_text(int f, int64_t v, char *s, size_t n) {
     case LP_CK_DTYPE: snprintf(s, n, "%s", lp_dtype_name((lp_dtype_t)v)); break;
     case LP_CK_OP: snprintf(s, n, "%s", v < 0 ? "(none)" : lp_op_name((lp_op_t)v)); break;
     case LP_CK_ALG: snprintf(s, n, "%s", lp_algo_name((int)v)); break;
+    case LP_CK_PREQ: snprintf(s, n, v ? "#%lld" : "none", (long long)v); break;
     default: snprintf(s, n, "%lld", (long long)v); break;
     }
 }
@@ -44,10 +52,13 @@ static void ranks_text(const int64_t *all, int P, int st, int f, int64_t v, char
     }
 }
 
+typedef void (*text_fn)(int f, int64_t v, char *s, size_t n);
+
 /* the message for field f, on which the ranks differ: up to 4 distinct values with their ranks */
-static int disagree(const int64_t *all, int P, int st, int f) {
+static int disagree(const int64_t *all, int P, int st, int f, const char *what, const char *name,
+                    text_fn value_text) {
     char s[768], val[64];
-    size_t len = (size_t)snprintf(s, sizeof s, "LPMPI_CHECK: ranks disagree on %s: ", ck_names[f]);
+    size_t len = (size_t)snprintf(s, sizeof s, "%s: ranks disagree on %s: ", what, name);
     int shown = 0;
     for (int r = 0; r < P && len < sizeof s; r++) {
         int64_t v = all[r * st + f];
@@ -71,7 +82,13 @@ int lp_check_agree(lp_ctx_t *ctx, const int64_t *v, int local_err) {
     if (!all) return LP_FAIL(LP_ERR_NOMEM, "LPMPI_CHECK: out of memory for %d ranks' values", P);
     for (int i = 0; i < LP_CK_N; i++) mine[i] = v ? v[i] : 0;
     mine[LP_CK_N] = local_err;
-    LP_MPI(MPI_Allgather(mine, st, MPI_INT64_T, all, st, MPI_INT64_T, ctx->comm));
+    if (lp_timeout_ns) {        /* the watchdog: a rank that never enters raises on the others */
+        MPI_Request q = MPI_REQUEST_NULL;
+        LP_MPI(MPI_Iallgather(mine, st, MPI_INT64_T, all, st, MPI_INT64_T, ctx->comm, &q));
+        LP_TRY(lp_mpi_wait_timed(&q, "LPMPI_CHECK's agreement on this call (MPI_Iallgather)", P));
+    } else {
+        LP_MPI(MPI_Allgather(mine, st, MPI_INT64_T, all, st, MPI_INT64_T, ctx->comm));
+    }
     int bad = 0;
     for (int r = 0; r < P; r++) bad += all[r * st + LP_CK_N] != 0;
     if (bad) {
@@ -83,7 +100,10 @@ int lp_check_agree(lp_ctx_t *ctx, const int64_t *v, int local_err) {
     }
     for (int f = 0; f < LP_CK_N; f++)
         for (int r = 1; r < P; r++)
-            if (all[r * st + f] != all[f]) { rc = disagree(all, P, st, f); goto cleanup; }
+            if (all[r * st + f] != all[f]) {
+                rc = disagree(all, P, st, f, "LPMPI_CHECK", ck_names[f], value_text);
+                goto cleanup;
+            }
 cleanup:
     free(all);
     return rc;
@@ -93,5 +113,74 @@ int lp_check_local_error(MPI_Comm comm) {
     lp_ctx_t *ctx;
     int rc = lp_ctx_ready(comm, &ctx, NULL);
     if (rc == LP_OK) rc = lp_check_agree(ctx, NULL, 1);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- knobs */
+enum { KN_ALG = 0, KN_CHUNK = KN_ALG + LP_NCOLLS, KN_TP = KN_CHUNK + LP_NCOLLS, KN_WINDOW, KN_MAXMSG,
+       KN_CHECK, KN_STAGING, KN_EMUL, KN_AWARE, KN_TIMEOUT, KN_N };
+static const char *const kn_names[KN_N] = {
+    "LPMPI_ALGORITHM (allreduce)", "LPMPI_ALGORITHM (reduce)", "LPMPI_ALGORITHM (bcast)",
+    "LPMPI_CHUNK_BYTES (allreduce)", "LPMPI_CHUNK_BYTES (reduce)", "LPMPI_CHUNK_BYTES (bcast)",
+    "the transport override (lpmpi.engine.transport)", "LPMPI_WINDOW", "LPMPI_MAX_MSG_BYTES",
+    "LPMPI_CHECK", "LPMPI_STAGING_BUFFERS", "LPMPI_EMULATE_STAGING", "LPMPI_CUDA_AWARE",
+    "LPMPI_TIMEOUT"};
+static const char *const tp_names[LP_NTP] = {"none", "mpi", "shm", "cma"};
+
+static void knob_text(int f, int64_t v, char *s, size_t n) {
+    if (f < KN_CHUNK) snprintf(s, n, "%s", v < 0 ? "unset" : lp_algo_name((int)v));
+    else if (f < KN_TP) snprintf(s, n, v ? "%lld" : "unset", (long long)v);
+    else if (f == KN_TP) snprintf(s, n, "%s", v >= 0 && v < LP_NTP ? tp_names[v] : "?");
+    else if (f == KN_AWARE) snprintf(s, n, "%s", v < 0 ? "unset" : v ? "1" : "0");
+    else if (f == KN_TIMEOUT) snprintf(s, n, v ? "%g s" : "off", (double)v / 1e9);
+    else snprintf(s, n, "%lld", (long long)v);
+}
+
+static void knobs_fill(int64_t v[KN_N]) {
+    for (int c = 0; c < LP_NCOLLS; c++) {
+        int a;
+        size_t ch;
+        lp_override_get((lp_coll_t)c, &a, &ch);
+        v[KN_ALG + c] = a;
+        v[KN_CHUNK + c] = (int64_t)ch;
+    }
+    int emu, aware;
+    lp_device_knobs(&emu, &aware);
+    v[KN_TP] = lp_transport_override_get();
+    v[KN_WINDOW] = lp_window;
+    v[KN_MAXMSG] = (int64_t)lp_max_msg_bytes;
+    v[KN_CHECK] = lp_check_enabled;
+    v[KN_STAGING] = lp_staging;
+    v[KN_EMUL] = emu;
+    v[KN_AWARE] = aware;
+    v[KN_TIMEOUT] = lp_timeout_ns;
+}
+
+uint64_t lp_knobs_hash(void) {
+    int64_t v[KN_N];
+    uint64_t h = 0xcbf29ce484222325ull;           /* FNV-1a over the values' bytes */
+    knobs_fill(v);
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t i = 0; i < sizeof v; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int lp_knobs_disagree(lp_ctx_t *ctx) {
+    int rc = LP_OK, P = ctx->size;
+    int64_t mine[KN_N];
+    int64_t *all = malloc((size_t)P * KN_N * sizeof *all);
+    if (!all) return LP_FAIL(LP_ERR_NOMEM, "out of memory for %d ranks' settings", P);
+    knobs_fill(mine);
+    LP_MPI(MPI_Allgather(mine, KN_N, MPI_INT64_T, all, KN_N, MPI_INT64_T, ctx->comm));
+    for (int f = 0; f < KN_N; f++)
+        for (int r = 1; r < P; r++)
+            if (all[r * KN_N + f] != all[f]) {
+                rc = disagree(all, P, KN_N, f, "lpmpi's settings differ between the ranks (set them "
+                              "alike on every rank)", kn_names[f], knob_text);
+                goto cleanup;
+            }
+    rc = LP_FAIL(LP_ERR_INTERNAL, "the ranks' settings hash differently but agree (a bug of lpmpi)");
+cleanup:
+    free(all);
     return rc;
 }

@@ -6,6 +6,13 @@ int lp_window = LP_WINDOW_DEFAULT;          /* chunks in flight per direction */
 size_t lp_max_msg_bytes = (size_t)1 << 30;  /* largest single MPI message */
 int lp_check_enabled;                       /* LPMPI_CHECK: agree on every call first */
 int lp_node_transport = LP_NTM_AUTO;        /* LPMPI_NODE_TRANSPORT: LP_NTM_* */
+long long lp_timeout_ns;                    /* LPMPI_TIMEOUT: the watchdog (progress.c); 0 off */
+
+long long lp_set_timeout_ns(long long ns) {
+    long long prev = lp_timeout_ns;
+    lp_timeout_ns = ns > 0 ? ns : 0;
+    return prev;
+}
 
 void lp_set_node_transport(int mode) {
     lp_node_transport = mode >= LP_NTM_MPI && mode <= LP_NTM_CMA ? mode : LP_NTM_AUTO;

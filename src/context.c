@@ -80,6 +80,8 @@ static void ctx_free(lp_ctx_t *c) {
     c->node = c->order = c->pos = c->pids = NULL;
     lp_shm_close(c->shm);        /* local: the segment's name was unlinked when it was made */
     c->shm = NULL;
+    free(c->skip);
+    c->skip = NULL;
     if (c->table) { lp_table_free(c->table); free(c->table); }
     c->table = NULL;
     lp_engine_lock();
@@ -96,6 +98,7 @@ void lp_ctx_unref(lp_ctx_t *c) {
 
 static int ctx_delete(MPI_Comm comm, int kv, void *val, void *extra) {
     (void)comm; (void)kv; (void)extra;
+    if (lp_forked) return MPI_SUCCESS;   /* a forked child: the parent's context is left alone */
     ctx_free((lp_ctx_t *)val);
     return MPI_SUCCESS;
 }
@@ -103,6 +106,7 @@ static int ctx_delete(MPI_Comm comm, int kv, void *val, void *extra) {
 /* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free everything still cached */
 static int at_finalize(MPI_Comm comm, int kv, void *val, void *extra) {
     (void)comm; (void)kv; (void)val; (void)extra;
+    if (lp_forked) return MPI_SUCCESS;   /* a forked child: nothing of the parent's is touched */
     lp_engine_finalize();     /* the progress thread stopped, every started request completed */
     lp_req_finalize();        /* persistent requests' MPI objects */
     while (live)
@@ -117,6 +121,7 @@ static int init_once(void) {
     int rc = LP_OK, fin_kv, kv = MPI_KEYVAL_INVALID;
     pthread_mutex_lock(&lock);
     if (keyval != MPI_KEYVAL_INVALID) goto cleanup;
+    lp_engine_atfork();
     LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ctx_delete, &kv, NULL));
     LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &fin_kv, NULL));
     LP_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, fin_kv, NULL));
@@ -149,7 +154,18 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     if (!c) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator context");
     c->comm = MPI_COMM_NULL;
     c->user = user;
-    LP_MPI(MPI_Comm_dup(user, &c->comm));
+    {   /* nonblocking on every rank (MPI never matches MPI_Comm_dup with MPI_Comm_idup, and
+         * LPMPI_TIMEOUT, agreed only after this, may be set on some ranks): the watchdog's
+         * wait, where it is on, fails if a rank never enters this first call */
+        MPI_Request q = MPI_REQUEST_NULL;
+        MPI_Comm dup = MPI_COMM_NULL;
+        int P = 0;
+        LP_MPI(MPI_Comm_size(user, &P));
+        LP_MPI(MPI_Comm_idup(user, &dup, &q));
+        rc = lp_mpi_wait_timed(&q, "the first lpmpi collective on this communicator (MPI_Comm_idup)", P);
+        if (rc != LP_OK) goto cleanup;     /* the pending duplicate is left to MPI */
+        c->comm = dup;
+    }
     LP_MPI(MPI_Comm_rank(c->comm, &c->rank));
     LP_MPI(MPI_Comm_size(c->comm, &c->size));
     int *ub = NULL, has_ub = 0;
@@ -200,11 +216,15 @@ cleanup:
     return rc;
 }
 
-/* first collective on a communicator: do all ranks hold the same table? */
+/* first collective on a communicator: do all ranks hold the same table, and the same knobs
+ * (check.c: those differing raise MismatchError on every rank, on every call, the context
+ * staying unprepared)? */
 static int table_agree(lp_ctx_t *ctx, int *first_mismatch) {
     int rc = LP_OK;
-    uint64_t h[2] = {lp_table.hash, ~lp_table.hash};
-    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UINT64_T, MPI_MAX, ctx->comm));
+    const uint64_t k = lp_knobs_hash();
+    uint64_t h[4] = {lp_table.hash, ~lp_table.hash, k, ~k};
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, h, 4, MPI_UINT64_T, MPI_MAX, ctx->comm));
+    if (h[2] != k || h[3] != ~k) return lp_knobs_disagree(ctx);   /* every rank sees it */
     if (h[0] == lp_table.hash && h[1] == ~lp_table.hash) {
         ctx->tables = 1;
         return LP_OK;

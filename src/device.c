@@ -32,6 +32,10 @@ void lp_configure_device(int emu, int aware, int staging) {
 }
 
 int lp_staging_buffers(void) { return lp_staging; }
+void lp_device_knobs(int *emu, int *aware) {
+    *emu = emulate;
+    *aware = aware_cfg;
+}
 int lp_device_emulated(void) { return emulate; }
 
 int lp_cuda_built(void) {

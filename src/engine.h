@@ -90,6 +90,22 @@ struct lp_ctx {
     uint64_t shm_next;
     int nt_why;
     int freed;                /* its communicator was freed: requests on it refuse to start */
+    /* MPI's collectives on comm must be called in the same order on every rank; the native
+     * steps of outstanding requests are issued as they become ready (after a staging copy,
+     * when a window of pieces has room), so each request that issues them takes a ticket at
+     * its start (start order: the same on every rank) and issues only on its turn, until its
+     * last one (progress.c: nat_turn / nat_release).  Tickets given back out of turn (a
+     * request that failed first) wait in skip until the turn reaches them. */
+    long npersist;            /* persistent requests made on it (their LPMPI_CHECK numbers) */
+    int nb_made;              /* a nonblocking or persistent request was made on it: its native
+                                 steps use MPI's nonblocking collectives from now on (MPI never
+                                 matches a blocking collective with a nonblocking one, and whether
+                                 others are in flight differs between ranks; request.c) */
+    long nat_next;            /* the next ticket (under busy: starts on ctx are serial) */
+    atomic_long nat_turn;     /* the ticket that may issue now */
+    atomic_int nskip;
+    long *skip;               /* (under progress.c's skip_lock) */
+    int skipcap;
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 };
 
@@ -99,6 +115,10 @@ enum { LP_NT_CMA = 0, LP_NT_OFF_ENV = 1, LP_NT_OFF_NODES = 2, LP_NT_OFF_PERM = 3
        LP_NT_CMA_NOSHM = 9, LP_NT_OFF_PERM_NOSHM = 10 };
 /* LPMPI_NODE_TRANSPORT (lp_node_transport) */
 enum { LP_NTM_MPI = 0, LP_NTM_AUTO = 1, LP_NTM_SHM = 2, LP_NTM_CMA = 3 };
+
+/* the values of a call LPMPI_CHECK compares (check.c) */
+enum { LP_CK_COLL, LP_CK_COUNT, LP_CK_DTYPE, LP_CK_OP, LP_CK_ROOT, LP_CK_ALG, LP_CK_CHUNK,
+       LP_CK_PREQ, LP_CK_N };   /* PREQ: a persistent request's number on its context (0: none) */
 
 /* ---- requests (request.c, progress.c) ---- */
 enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
@@ -144,6 +164,10 @@ struct lp_req {
     size_t dev_inflight;      /* device steps issued and not yet complete */
     int polling;              /* a step waits for a shared-memory counter (no MPI request
                                  reports it: the engine polls, yielding in between) */
+    int turn_wait;            /* a native step waits for its turn (other requests' issues) */
+    int64_t ck[LP_CK_N];      /* a persistent request: its call's values (LPMPI_CHECK at start) */
+    long long t_start;        /* LPMPI_TIMEOUT on: when it started (ns, CLOCK_MONOTONIC) */
+    long nat_ticket;          /* its place in ctx's order of native issues (-1: none held) */
     /* memory (grow-only while the request is reused) */
     char *area[3];            /* LP_AREA_WORK, LP_AREA_PINNED, LP_AREA_DEVICE */
     size_t area_bytes[3];
@@ -177,10 +201,17 @@ int lp_engine_test(lp_req_t *r, int *done);
 int lp_engine_slot_wait(lp_ctx_t *ctx, unsigned long slot);   /* wait for an active request of
                                                                  ctx using tag slot `slot` */
 int lp_engine_drain(lp_ctx_t *ctx);          /* complete the active requests of ctx (NULL: all) */
+void lp_nat_release(lp_req_t *r);            /* r issued its last native step, or ended */
+/* wait for MPI request *q (one of lpmpi's internal collectives, `what`) within LPMPI_TIMEOUT */
+int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P);
 void lp_engine_lock(void);
 void lp_engine_unlock(void);
 void lp_engine_live(lp_req_t *r, int add);   /* the list of live requests (locked) */
 void lp_engine_finalize(void);               /* MPI_Finalize: thread stopped, all drained */
+/* fork: a child's engine is off (progress.c); lp_not_forked fails every call made there */
+extern int lp_forked;
+void lp_engine_atfork(void);
+int lp_not_forked(void);
 /* device memory of requests (device.c) */
 int lp_events_reserve(int n, int *first);
 void lp_events_release(int first, int n);
@@ -196,8 +227,15 @@ int lp_ctx_ready(MPI_Comm user, lp_ctx_t **out, int *first_mismatch);
 /* ---- LPMPI_CHECK (check.c) ----
  * v: this rank's values of the call (LP_CK_* order) or NULL with local_err; every rank learns
  * whether they agree and, where not, which ranks hold which value */
-enum { LP_CK_COLL, LP_CK_COUNT, LP_CK_DTYPE, LP_CK_OP, LP_CK_ROOT, LP_CK_ALG, LP_CK_CHUNK, LP_CK_N };
 int lp_check_agree(lp_ctx_t *ctx, const int64_t *v, int local_err);
+/* the knobs that change what a rank sends (check.c): their fingerprint, and (collective, where
+ * the fingerprints differ) the MismatchError naming the first knob that differs and its ranks */
+uint64_t lp_knobs_hash(void);
+int lp_knobs_disagree(lp_ctx_t *ctx);
+void lp_override_get(lp_coll_t coll, int *alg, size_t *chunk);   /* select.c */
+int lp_transport_override_get(void);
+void lp_device_knobs(int *emulate, int *aware);                  /* device.c */
+extern long long lp_timeout_ns;   /* LPMPI_TIMEOUT (config.c); 0: off */
 
 /* ---- knobs (config.c) ---- */
 extern int lp_check_enabled;

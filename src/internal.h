@@ -118,7 +118,16 @@ int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len);
 int lp_cma_gather(const lp_lane_t *l);
 /* the shared-memory segment of a one-node communicator's ranks (alg_ring_shm.c): P regions of
  * `stride` bytes (three counters, then two slots of `slot` bytes) mapped at base */
-typedef struct lp_shm { int P; size_t slot, stride, bytes; char *base; } lp_shm_t;
+typedef struct lp_shm {
+    int P;
+    size_t slot, stride, bytes;
+    char *base;
+    int *pid;                   /* every rank's process id, */
+    unsigned long long *since;  /* and its start time (/proc: a pid reused is another process) */
+    int watch;                  /* this rank sees every peer's /proc entry: liveness checks work */
+} lp_shm_t;
+/* a rank of the segment whose process is gone (exited, killed, a zombie), or -1 */
+int lp_shm_peer_gone(const lp_shm_t *s, int me);
 extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared memory */
 /* The node-local transport of a ring allreduce of nbytes on host memory, given which ones the
  * communicator has and what the decision asked for (a table row or the override: LP_TP_*; one

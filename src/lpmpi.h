@@ -29,7 +29,9 @@ enum {
     LP_ERR_CUDA = 5,     /* CUDA runtime failure */
     LP_ERR_UNSUPPORTED = 6,
     LP_ERR_INTERNAL = 7, /* a bug of lpmpi (a pipeline that cannot progress, ...) */
-    LP_ERR_BUSY = 8      /* two threads ran collectives on one communicator at once */
+    LP_ERR_BUSY = 8,     /* two threads ran collectives on one communicator at once */
+    LP_ERR_TIMEOUT = 9,  /* LPMPI_TIMEOUT: a collective did not complete in time */
+    LP_ERR_PEER = 10     /* a peer process of the node-local transport is gone */
 };
 
 /* ---- element types (order is ABI with lpmpi/_core.pyx) ---- */
@@ -145,6 +147,9 @@ int lp_progress_thread_running(void);
 int lp_native_forms(void);
 /* tests only: the `after`-th next point-to-point call of the engine fails (0: never) */
 void lp_test_fault(long after);
+/* tests: make shared-memory segments as named POSIX segments (the path taken where /proc/<pid>/fd
+ * is refused), not memory files */
+void lp_test_shm_named(int on);
 
 const char *lp_errmsg(void);
 const char *lp_errwhere(void);
@@ -178,6 +183,9 @@ int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *whi
 /* the sizes of the model's rule (where no table row names a transport): shared memory for
  * [out[0], out[2]), single-copy reads from out[1] outside that range */
 void lp_node_transport_sizes(size_t out[3]);
+/* why this process's last shared-memory segment could not be made ("": it was, or another
+ * rank failed) */
+const char *lp_shm_failure(void);
 /* bytes this process sent to ranks of other nodes in lpmpi's own point-to-point transfers
  * (not the MPI library's collectives of algorithm native), since the last reset */
 unsigned long long lp_node_bytes(int reset);
@@ -186,6 +194,9 @@ unsigned long long lp_node_bytes(int reset);
  * knobs read from the environment by the bindings: largest single MPI message (test knob,
  * 0 = keep), chunks in flight per direction (0 = keep; at most LP_WINDOW_MAX), LPMPI_CHECK */
 void lp_configure(size_t max_msg_bytes, int window, int check);
+/* LPMPI_TIMEOUT: a collective not complete after ns nanoseconds fails with LP_ERR_TIMEOUT on the
+ * ranks waiting for it (0: never); returns the previous value */
+long long lp_set_timeout_ns(long long ns);
 int lp_window_get(void);
 /* LPMPI_NODE_TRANSPORT for communicators prepared from now on: 1 auto (shared memory, else
  * single-copy reads, where they work), 2 shm only, 3 cma (single-copy reads) only, 0 mpi (MPI

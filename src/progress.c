@@ -32,6 +32,7 @@
 #include <time.h>
 
 static pthread_mutex_t E = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t skip_lock = PTHREAD_MUTEX_INITIALIZER;   /* native order's skipped tickets */
 static pthread_cond_t Ec = PTHREAD_COND_INITIALIZER;   /* released, completed, started, stop */
 static lp_req_t *active;          /* started nonblocking and persistent requests, not complete */
 atomic_long lp_nactive;
@@ -77,6 +78,59 @@ void lp_engine_live(lp_req_t *r, int add) {
         if (r->lnext) r->lnext->lprev = r->lprev;
         r->lprev = r->lnext = NULL;
     }
+}
+
+/* ------------------------------------------------------------------------------- native order */
+/* r gives back its ticket (ctx's order of native issues, engine.h): the holder of the turn
+ * passes it on; a ticket given back out of turn (its request failed before its turn) is kept
+ * in ctx->skip until the turn reaches it.  The holder stores the turn, then reads nskip; a
+ * giver out of turn counts itself in nskip, then reads the turn (both seq_cst): one of them
+ * sees the other and passes the turn over the skipped tickets, under skip_lock (its own: fail()
+ * runs with the engine lock held or not). */
+static void skip_pass(lp_ctx_t *c) {
+    for (int moved = 1; moved;) {
+        moved = 0;
+        long t = atomic_load(&c->nat_turn);
+        for (int i = 0; i < atomic_load(&c->nskip); i++) {
+            if (c->skip[i] != t) continue;
+            c->skip[i] = c->skip[atomic_load(&c->nskip) - 1];
+            atomic_fetch_sub(&c->nskip, 1);
+            atomic_store(&c->nat_turn, t + 1);
+            moved = 1;
+            break;
+        }
+    }
+}
+
+void lp_nat_release(lp_req_t *r) {
+    long t = r->nat_ticket;
+    if (t < 0) return;
+    lp_ctx_t *c = r->ctx;
+    r->nat_ticket = -1;
+    if (atomic_load(&c->nat_turn) == t) {
+        atomic_store(&c->nat_turn, t + 1);
+        if (atomic_load(&c->nskip) == 0) return;
+        pthread_mutex_lock(&skip_lock);
+        skip_pass(c);
+        pthread_mutex_unlock(&skip_lock);
+        return;
+    }
+    pthread_mutex_lock(&skip_lock);
+    int n = atomic_load(&c->nskip);
+    if (n == c->skipcap) {
+        int cap = c->skipcap ? 2 * c->skipcap : 8;
+        long *s = realloc(c->skip, (size_t)cap * sizeof *s);
+        if (!s) {               /* cannot remember it: the requests after it cannot issue */
+            pthread_mutex_unlock(&skip_lock);
+            return;
+        }
+        c->skip = s;
+        c->skipcap = cap;
+    }
+    c->skip[n] = t;
+    atomic_fetch_add(&c->nskip, 1);
+    skip_pass(c);
+    pthread_mutex_unlock(&skip_lock);
 }
 
 /* ------------------------------------------------------------------------------- one step */
@@ -193,6 +247,11 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
             r->polling = 1;
             break;
         }
+        if (l->kind == LP_STEP_NATIVE && r->nat_ticket >= 0 &&
+            atomic_load_explicit(&r->ctx->nat_turn, memory_order_acquire) != r->nat_ticket) {
+            r->turn_wait = 1;          /* an earlier request's native steps go first */
+            break;
+        }
         switch (l->kind) {
         case LP_STEP_SEND:
             if (injected()) { rc = LP_FAIL(LP_ERR_MPI, "MPI_Isend failed: injected fault (tests)"); goto cleanup; }
@@ -219,6 +278,7 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
             break;
         }
         l->issued++;
+        if (l->kind == LP_STEP_NATIVE && l->issued == l->n) lp_nat_release(r);
         if (async && ++l->islot == l->W) l->islot = 0;
         *moved = 1;
         if (now) {                     /* done at once: a local step, a blocking native one */
@@ -349,6 +409,7 @@ static int advance(lp_req_t *r) {
         int moved = 0;
         lp_lane_t *l = r->lane, *end = r->lane + r->nlanes;
         r->polling = 0;
+        r->turn_wait = 0;
         for (; l < end; l++) {
             if (l->done == l->n) continue;
             if (l->issued > l->done) LP_TRY(retire(r, l, &moved));
@@ -373,8 +434,9 @@ cleanup:
 }
 
 /* r failed with rc (its message is this thread's lp_errmsg): keep the message for whoever
- * waits for it, take back what it still has in flight, and end it.  Point-to-point transfers
- * are cancelled; MPI forbids cancelling collectives (NATIVE), which are left to finish.  Its
+ * waits for it, take back what it still has in flight, and end it.  Point-to-point receives
+ * are cancelled, sends let go of; MPI forbids cancelling collectives (NATIVE), which are left
+ * to finish.  Its
  * memory is never reused (a transfer may still land in it). */
 static void fail(lp_req_t *r, int rc) {
     snprintf(r->err, sizeof r->err, "%s", lp_errmsg());
@@ -389,7 +451,9 @@ static void fail(lp_req_t *r, int rc) {
             if (*q == MPI_REQUEST_NULL || r->fin[s]) continue;
             r->poisoned = 1;
             if (l->kind == LP_STEP_NATIVE) continue;
-            MPI_Cancel(q);
+            /* receives are cancelled; sends only let go of (cancelling a send is deprecated
+             * since MPI 4.1, and MPICH's UCX device crashes in ucp_request_cancel on one) */
+            if (l->kind == LP_STEP_RECV) MPI_Cancel(q);
             MPI_Request_free(q);
         }
     }
@@ -404,12 +468,77 @@ static void fail(lp_req_t *r, int rc) {
     r->nlanes = 0;
     r->nreq = 0;
     r->state = LP_REQ_DONE;
+    lp_nat_release(r);
 }
 
 static void advance_or_fail(lp_req_t *r) {
     if (r->state != LP_REQ_ACTIVE) return;
     int rc = advance(r);
     if (rc != LP_OK) fail(r, rc);
+}
+
+/* ------------------------------------------------------------------------------- the watchdog */
+/* LPMPI_TIMEOUT: a request its waiter finds older than the timeout fails with LP_ERR_TIMEOUT,
+ * naming what it waits for: the peers of its outstanding point-to-point transfers, MPI's own
+ * collective (every rank), the shared-memory ring's counters or device work.  Its transfers are
+ * cancelled as for any failure (MPI's collectives cannot be: the communicator is not usable
+ * after it; the program decides, e.g. comm.Abort()).  Off: no clock is read. */
+static int overdue(lp_req_t *r) {
+    if (!lp_timeout_ns || r->state != LP_REQ_ACTIVE) return 0;
+    long long age = now_ns() - r->t_start;
+    if (age < lp_timeout_ns) return 0;
+    char peers[256] = "";
+    size_t n = 0;
+    int native = 0, shm = 0, devw = r->dev_inflight != 0, seen[64] = {0};
+    for (const lp_lane_t *l = r->lane, *end = r->lane + r->nlanes; l < end; l++) {
+        if (l->done == l->n) continue;
+        if (l->kind == LP_STEP_NATIVE) native = 1;
+        else if (l->kind >= LP_STEP_SHM_IN && l->kind <= LP_STEP_SHM_GATHER) shm = 1;
+        else if ((l->kind == LP_STEP_SEND || l->kind == LP_STEP_RECV) && l->issued > l->done &&
+                 l->peer >= 0) {
+            if (l->peer < 64 && seen[l->peer]) continue;
+            if (l->peer < 64) seen[l->peer] = 1;
+            if (n < sizeof peers)
+                n += (size_t)snprintf(peers + n, sizeof peers - n, "%s%d", n ? ", " : "", l->peer);
+        }
+    }
+    const lp_args_t *a = &r->a;
+    char what[300];
+    if (n) snprintf(what, sizeof what, "waiting for rank(s) %s", peers);
+    else if (native) snprintf(what, sizeof what, "waiting inside MPI's own collective (every rank must enter it)");
+    else if (shm) snprintf(what, sizeof what, "waiting for the other ranks' counters in the shared-memory segment");
+    else if (devw) snprintf(what, sizeof what, "waiting for device work");
+    else if (r->turn_wait) snprintf(what, sizeof what, "waiting for an earlier request's MPI collective");
+    else snprintf(what, sizeof what, "waiting for its peers");
+    fail(r, LP_FAIL(LP_ERR_TIMEOUT, "LPMPI_TIMEOUT: %s of %zu bytes (%s) on a communicator of %d "
+                    "ranks not complete after %.1f s, %s (this rank is %d); the communicator is "
+                    "unusable now (e.g. comm.Abort())", lp_coll_name(a->coll), a->count * a->esize,
+                    lp_algo_name(r->alg), a->size, (double)age / 1e9, what, a->rank));
+    return 1;
+}
+
+int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P) {
+    if (!lp_timeout_ns) {
+        int e = MPI_Wait(q, MPI_STATUS_IGNORE);
+        return e == MPI_SUCCESS ? LP_OK : lp_mpi_fail(e, __FILE__, __LINE__, what);
+    }
+    long long t0 = now_ns();
+    for (;;) {
+        int done = 0, e = MPI_Test(q, &done, MPI_STATUS_IGNORE);
+        if (e != MPI_SUCCESS) return lp_mpi_fail(e, __FILE__, __LINE__, what);
+        if (done) return LP_OK;
+        long long age = now_ns() - t0;
+        if (age >= lp_timeout_ns)
+            return LP_FAIL(LP_ERR_TIMEOUT, "LPMPI_TIMEOUT: %s not complete after %.1f s: a rank of "
+                           "this communicator of %d ranks has not entered the collective; the "
+                           "communicator is unusable now (e.g. comm.Abort())", what,
+                           (double)age / 1e9, P);
+        if (age < 1000000) sched_yield();
+        else {
+            struct timespec nap = {0, 200000};
+            nanosleep(&nap, NULL);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------------------- observing */
@@ -516,6 +645,32 @@ static void idle_wait(const lp_shm_t *s, int rank) {
     W.slept = 1;
 }
 
+/* Requests of G.set wait for the counters of segment s: every SHM_ALIVE_NS of a wait in which
+ * nothing moved, is every peer's process still there (its /proc entry, alg_ring_shm.c)?  MPI
+ * notices a dead peer of its own transfers; nothing else would notice one that will never
+ * advance a counter.  Where one is gone, those requests fail (LP_ERR_PEER) and this returns 1. */
+enum { SHM_ALIVE_NS = 100000000 };
+static _Thread_local struct { unsigned long moves; long long last; } A;
+
+static int peers_gone(const lp_shm_t *s, int rank) {
+    long long t = now_ns();
+    if (A.moves != moves || !A.last) {
+        A.moves = moves;
+        A.last = t;
+        return 0;
+    }
+    if (t - A.last < SHM_ALIVE_NS) return 0;
+    A.last = t;
+    int dead = lp_shm_peer_gone(s, rank);
+    if (dead < 0) return 0;
+    int rc = LP_FAIL(LP_ERR_PEER, "rank %d of this communicator (process %d on this node) is gone "
+                     "(killed or exited) while this rank waited for it in the shared-memory "
+                     "transport; the communicator is unusable now", dead, s->pid[dead]);
+    for (size_t j = 0; j < G.nset; j++)
+        if (G.set[j]->state == LP_REQ_ACTIVE && G.set[j]->a.shm == s) fail(G.set[j], rc);
+    return 1;
+}
+
 /* Gather into G the transfers of r that can move it: each MPI lane retires its steps in
  * order, so only its oldest outstanding request matters (a later one's completion is of no
  * use before it).  This keeps the set MPI polls at one request per lane whatever the window:
@@ -554,14 +709,15 @@ static int observe_set(int block) {
     for (size_t j = 0; j < G.nset; j++) {
         lp_req_t *r = G.set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
-        dev = dev || r->dev_inflight || r->polling;
-        if (r->dev_inflight || (r->polling && shm && shm != r->a.shm)) mixed = 1;
+        dev = dev || r->dev_inflight || r->polling || r->turn_wait;
+        if (r->dev_inflight || r->turn_wait || (r->polling && shm && shm != r->a.shm)) mixed = 1;
         if (r->polling) {
             shm = r->a.shm;
             shm_rank = r->a.rank;
         }
         if (gather_heads(r, &m, &pending) != LP_OK) fail(r, LP_ERR_NOMEM);
     }
+    if (shm && peers_gone(shm, shm_rank)) return 0;
     if (m == 0) {
         if (pending) return pending;
         if (dev) idle_wait(block && !mixed ? shm : NULL, shm_rank);
@@ -572,6 +728,7 @@ static int observe_set(int block) {
         }
         return 0;
     }
+    if (lp_timeout_ns) block = 0;   /* the watchdog: never inside MPI for long (and yield below) */
     int mrc = block && !dev ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
                             : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
     if (mrc != MPI_SUCCESS && mrc != MPI_ERR_IN_STATUS) {   /* nobody to blame: all of them */
@@ -592,7 +749,7 @@ static int observe_set(int block) {
         r->reqs[G.slot[i]] = G.q[i];
         r->fin[G.slot[i]] = 1;
     }
-    if (!cnt && dev) sched_yield();
+    if (!cnt && (dev || lp_timeout_ns)) sched_yield();
     return cnt + pending;
 }
 
@@ -682,6 +839,7 @@ static void wait_for_(lp_req_t *r, int private_req) {
             if (r->state != LP_REQ_ACTIVE) return;
             if (atomic_load(&lp_nactive) == 0) {   /* alone: no lock, exactly a blocking call */
                 observe_one(r);
+                if (lp_timeout_ns) overdue(r);
                 continue;
             }
         }
@@ -709,6 +867,7 @@ static void wait_for_(lp_req_t *r, int private_req) {
         do {
             observe_set(1);
             for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
+            if (lp_timeout_ns) overdue(r);
         } while (r->state == LP_REQ_ACTIVE && count_done() == done0 && atomic_load(&gen) == g0);
         pthread_mutex_lock(&E);
         release_all(private_req ? r : NULL);
@@ -733,7 +892,9 @@ static int begin(lp_req_t *r) {
     r->rc = LP_OK;
     r->dev_inflight = 0;
     r->polling = 0;
+    r->turn_wait = 0;
     r->state = LP_REQ_ACTIVE;
+    if (lp_timeout_ns) r->t_start = now_ns();
     return phase_begin(r);
 }
 
@@ -748,6 +909,7 @@ int lp_engine_run(lp_req_t *r) {
             break;
         }
         observe_one(r);
+        if (lp_timeout_ns) overdue(r);
     }
     idle_end();
     return r->rc == LP_OK ? LP_OK : report(r);
@@ -775,11 +937,13 @@ int lp_engine_start(lp_req_t *r) {
 }
 
 int lp_engine_wait(lp_req_t *r) {
+    if (lp_forked && r->state == LP_REQ_ACTIVE) return lp_not_forked();
     if (r->state == LP_REQ_ACTIVE) wait_for(r, 0);
     return report(r);
 }
 
 int lp_engine_test(lp_req_t *r, int *done) {
+    if (lp_forked && r->state == LP_REQ_ACTIVE) return lp_not_forked();
     pthread_mutex_lock(&E);
     if (r->state == LP_REQ_ACTIVE) {
         advance_all();
@@ -797,6 +961,7 @@ int lp_engine_test(lp_req_t *r, int *done) {
 }
 
 int lp_progress(void) {
+    if (lp_forked) return lp_not_forked();
     pthread_mutex_lock(&E);
     advance_all();
     if (own_all(NULL) == LP_OK && G.nset) {
@@ -887,6 +1052,7 @@ static void *progress_main(void *arg) {
 
 int lp_progress_thread(int on) {
     int rc = LP_OK, provided = MPI_THREAD_SINGLE, err;
+    if (on && lp_forked) return lp_not_forked();
     if (!on) {
         if (!atomic_load(&pt_running)) return LP_OK;
         pthread_mutex_lock(&E);
@@ -915,6 +1081,59 @@ int lp_progress_thread(int on) {
     atomic_store(&pt_running, 1);
 cleanup:
     return rc;
+}
+
+/* ------------------------------------------------------------------------------- fork */
+/* A forked child (a torch DataLoader worker, multiprocessing, subprocess's fork) shares the
+ * parent's MPI state: any MPI call it makes can take messages meant for the parent.  So the
+ * child's copy of the engine is switched off: no thread (none was copied), no active requests
+ * (failed, their MPI objects and memory never touched again), every call refused, and its
+ * MPI_Finalize hook does nothing (context.c), so a child exits at once and the parent is not
+ * disturbed.  The engine lock is held across fork() (no thread holds it while it blocks), so
+ * the child's copy is consistent; the child makes new locks. */
+int lp_forked;
+
+static void fork_prepare(void) {
+    pthread_mutex_lock(&E);
+    pthread_mutex_lock(&skip_lock);
+}
+static void fork_parent(void) {
+    pthread_mutex_unlock(&skip_lock);
+    pthread_mutex_unlock(&E);
+}
+static void fork_child(void) {
+    pthread_mutex_init(&E, NULL);
+    pthread_mutex_init(&skip_lock, NULL);
+    pthread_cond_init(&Ec, NULL);
+    lp_forked = 1;
+    atomic_store(&pt_running, 0);
+    pt_stop = 0;
+    for (lp_req_t *r = live; r; r = r->lnext) {
+        r->finalized = 1;        /* nothing of MPI is freed here */
+        r->poisoned = 1;         /* nor its memory */
+        r->owned = 0;
+        r->prev = r->next = NULL;
+        if (r->state == LP_REQ_ACTIVE) {
+            r->state = LP_REQ_DONE;
+            r->rc = LP_ERR_UNSUPPORTED;
+            snprintf(r->err, sizeof r->err, "this request was in flight when the process forked: "
+                     "only the parent process can complete it");
+            r->where[0] = 0;
+        }
+    }
+    active = NULL;
+    atomic_store(&lp_nactive, 0);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+void lp_engine_atfork(void) { pthread_once(&fork_once, fork_register); }
+
+int lp_not_forked(void) {
+    if (!lp_forked) return LP_OK;
+    return LP_FAIL(LP_ERR_UNSUPPORTED, "lpmpi cannot communicate in a forked child process (its MPI "
+                   "state belongs to the parent); communicate in the parent, or start workers with "
+                   "the 'spawn' method");
 }
 
 /* ------------------------------------------------------------------------------- finalize */

@@ -105,6 +105,7 @@ static int req_new(lp_ctx_t *ctx, int kind, lp_req_t **out) {
     r->kind = kind;
     r->devid = -1;
     r->ev_first = -1;
+    r->nat_ticket = -1;
     for (int i = 0; i < 3; i++) r->area_kind[i] = MEM_HOST;
     lp_engine_lock();
     ctx->refs++;
@@ -224,7 +225,14 @@ cleanup:
     return rc;
 }
 
-/* give a start its tags: the context's next tag range, once no active request holds it */
+/* does r's schedule call MPI's collectives (native, itself or inside whole-buffer staging)? */
+static int issues_native(const lp_req_t *r) {
+    const lp_sched_t *s = r->inner ? r->inner : r->sched;
+    return s == &lp_sched_allreduce_native || s == &lp_sched_reduce_native || s == &lp_sched_bcast_native;
+}
+
+/* give a start its tags: the context's next tag range, once no active request holds it; and
+ * its ticket in the context's order of native issues (engine.h) */
 static int req_tags(lp_req_t *r) {
     lp_ctx_t *ctx = r->ctx;
     unsigned long slot = ctx->seq++ & (ctx->nslots - 1);
@@ -234,11 +242,15 @@ static int req_tags(lp_req_t *r) {
         if (rc != LP_OK) return rc;
     }
     r->a.tag0 = (int)(slot * LP_TAGS_PER_REQ);
+    r->nat_ticket = issues_native(r) ? ctx->nat_next++ : -1;
     if (r->sched == &lp_sched_ring_shm) {          /* its rounds of the segment, in start order */
         r->a.shm_base = ctx->shm_next;
         ctx->shm_next += lp_shm_rounds(&r->a);
     }
-    r->a.blocking = r->kind == LP_REQ_BLOCKING && !others;
+    /* MPI's blocking collectives (native) only where every rank makes the same choice: a
+     * communicator that never had a nonblocking or persistent request (no watchdog: it
+     * cannot interrupt them); requests in flight on other communicators do not move meanwhile */
+    r->a.blocking = r->kind == LP_REQ_BLOCKING && !ctx->nb_made && !lp_timeout_ns;
     return LP_OK;
 }
 
@@ -262,6 +274,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     lp_reduce_fn fn = NULL;
     lp_req_t *r = NULL;
     if (out) *out = NULL;
+    if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
@@ -279,14 +292,22 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if (root < 0 || root >= ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
     LP_TRY(acquire(ctx));
     busy = 1;
+    if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     size_t esize = lp_dtype_size(dt), nbytes = count * esize;
     LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, acc != NULL, alg, chunk_bytes, &ch));
+    const int64_t ck[LP_CK_N] = {coll, (int64_t)count, dt, coll == LP_BCAST ? -1 : (int64_t)op,
+                                 coll == LP_ALLREDUCE ? -1 : root, ch.alg, (int64_t)ch.chunk,
+                                 kind == LP_REQ_PERSISTENT ? ctx->npersist + 1 : 0};
     if (lp_check_enabled) {
-        int64_t v[LP_CK_N] = {coll, (int64_t)count, dt, coll == LP_BCAST ? -1 : (int64_t)op,
-                              coll == LP_ALLREDUCE ? -1 : root, ch.alg, (int64_t)ch.chunk};
-        LP_TRY(lp_check_agree(ctx, v, 0));
+        /* the check's collective after every native step issued before it (MPI's order) */
+        if (ctx->nat_next != atomic_load(&ctx->nat_turn)) LP_TRY(lp_engine_drain(ctx));
+        LP_TRY(lp_check_agree(ctx, ck, 0));
     }
     LP_TRY(req_get(ctx, kind, &r));
+    if (kind == LP_REQ_PERSISTENT) {
+        memcpy(r->ck, ck, sizeof ck);
+        ctx->npersist++;
+    }
     const lp_plan_key_t key = {ch.alg, coll, dt, op, root, xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
                                acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
                                (size_t)(ch.staging > 0 ? ch.staging : lp_staging), dev};
@@ -363,10 +384,19 @@ int lp_start(lp_req_t *r) {
     if (r->state == LP_REQ_ACTIVE)
         return LP_FAIL(LP_ERR_ARG, "the persistent request is still active: wait for it before "
                        "starting it again");
+    if (lp_forked) return lp_not_forked();
     if (r->finalized) return LP_FAIL(LP_ERR_ARG, "MPI was finalized");
     if (r->ctx->freed)
         return LP_FAIL(LP_ERR_ARG, "the communicator of this persistent request was freed");
     LP_TRY(acquire(r->ctx));
+    if (lp_check_enabled) {          /* every rank starts the same persistent request */
+        if (r->ctx->nat_next != atomic_load(&r->ctx->nat_turn)) rc = lp_engine_drain(r->ctx);
+        if (rc == LP_OK) rc = lp_check_agree(r->ctx, r->ck, 0);
+        if (rc != LP_OK) {
+            release(r->ctx);
+            return rc;
+        }
+    }
     rc = req_tags(r);
     if (rc == LP_OK) rc = lp_engine_start(r);
     release(r->ctx);

@@ -30,6 +30,12 @@ int lp_set_transport_override(int tp) {
     return prev;
 }
 
+void lp_override_get(lp_coll_t coll, int *alg, size_t *chunk) {
+    *alg = ovr_alg[coll];
+    *chunk = ovr_chunk[coll];
+}
+int lp_transport_override_get(void) { return ovr_tp; }
+
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
     if ((int)coll < 0 || coll >= LP_NCOLLS) return;
     ovr_alg[coll] = alg;

@@ -212,6 +212,7 @@ NO_ROOM = textwrap.dedent("""
     from lpmpi import _core
     from mpi4py import MPI
     w = MPI.COMM_WORLD
+    _core._test_shm_named("named" in sys.argv)         # the segment in /dev/shm, not a memfd
     x = np.random.default_rng(w.rank).standard_normal((1 << 20) + 3).astype(np.float32)
     y = lpmpi.allreduce(x, algorithm="ring")            # 4 MiB: the transport's sizes
     z = lpmpi.allreduce(x, algorithm="ring", chunk_bytes=4096)
@@ -231,11 +232,9 @@ def _small_dev_shm(size: str) -> list[str]:
 
 
 @pytest.mark.parametrize("nt", ["auto", "shm"])
-def test_no_room_in_dev_shm_falls_back_instead_of_crashing(nt):
-    """A /dev/shm too small for the segment (3 MiB: MPICH's own segment fits, lpmpi's 4 MiB at
-    P = 2 does not): the pages are reserved when the segment is made, so the transport is
-    refused there and the ring runs over single-copy reads or MPI, with the right result; before,
-    the first store into a page tmpfs could not supply killed the ranks with SIGBUS."""
+def test_small_dev_shm_does_not_matter_to_memory_files(nt):
+    """The segment is a memory file (memfd) the peers open through /proc: a 3 MiB /dev/shm does
+    not limit it, and it has no name a kill could leave behind."""
     import subprocess
 
     if not shutil.which("unshare") or subprocess.run(_small_dev_shm("1m") + ["true"], capture_output=True,
@@ -247,5 +246,26 @@ def test_no_room_in_dev_shm_falls_back_instead_of_crashing(nt):
     line = [ln for ln in out.splitlines() if ln.startswith("T ")]
     assert line, out[-3000:]
     name, why = line[0][2:].split(" | ")
+    assert name in ("shm", "shm+cma") and "in use" in why, why
+
+
+@pytest.mark.parametrize("nt", ["auto", "shm"])
+def test_no_room_in_dev_shm_falls_back_instead_of_crashing(nt):
+    """A /dev/shm too small for the segment (3 MiB: MPICH's own segment fits, lpmpi's 4 MiB at
+    P = 2 does not): the pages are reserved when the segment is made, so the transport is
+    refused there and the ring runs over single-copy reads or MPI, with the right result; before,
+    the first store into a page tmpfs could not supply killed the ranks with SIGBUS."""
+    import subprocess
+
+    if not shutil.which("unshare") or subprocess.run(_small_dev_shm("1m") + ["true"], capture_output=True,
+                                                     timeout=30, check=False).returncode != 0:
+        pytest.skip("cannot mount a private /dev/shm here (unshare -m and mount need CAP_SYS_ADMIN)")
+    cmd = _small_dev_shm("3m") + [mpiexec(), "-n", "2", sys.executable, "-c", NO_ROOM, "named"]
+    rc, out, _ = run(cmd, child_env({"LPMPI_NODE_TRANSPORT": nt}), 120)
+    assert rc == 0, out[-4000:]
+    line = [ln for ln in out.splitlines() if ln.startswith("T ")]
+    assert line, out[-3000:]
+    name, why = line[0][2:].split(" | ")
     assert "could not be made" in why, why
+    assert "posix_fallocate" in why or "ftruncate" in why or "another rank" in why, why
     assert name == ("mpi" if nt == "shm" else "cma") or (nt == "auto" and name == "mpi" and "refused" in why), why
