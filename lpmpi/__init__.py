@@ -85,6 +85,23 @@ LAND, LOR, LXOR, BAND, BOR, BXOR = Op.LAND, Op.LOR, Op.LXOR, Op.BAND, Op.BOR, Op
 
 _env.apply()   # LPMPI_* variables, read once (lpmpi/_env.py)
 
+def _warn_launcher() -> None:
+    """A singleton whose environment says another launcher started N > 1 processes (Open MPI's
+    mpiexec or srun for an mpi4py built against MPICH): every process would compute alone,
+    silently; say so once, at import."""
+    if MPI.COMM_WORLD.Get_size() != 1:
+        return
+    from lpmpi import _launch
+
+    why = _launch.mismatch(1)
+    if why:
+        import warnings
+
+        warnings.warn(f"lpmpi: {why}", RuntimeWarning, stacklevel=3)
+
+
+_warn_launcher()
+
 # ---------------------------------------------------------------- tuning tables and explain
 # (lpmpi/tables.py): the shipped tables, or LPMPI_TUNING_FILE, go into the engine now; a bad
 # table gives one TuningWarning and the cost model's defaults, never an exception.

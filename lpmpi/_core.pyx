@@ -26,6 +26,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t
 from cpython.pycapsule cimport PyCapsule_IsValid, PyCapsule_GetPointer, PyCapsule_SetName
 
 import enum as _enum
+import sys
 import numpy as np
 from operator import index as _index
 from mpi4py import MPI as PyMPI
@@ -1364,6 +1365,10 @@ def _at_exit():
                       "before MPI_Finalize", ResourceWarning, stacklevel=1)
     except Exception:
         pass
+    # ResourceWarning is hidden by default: a line on stderr says it always (a request never
+    # waited for is a bug of the program, not a detail)
+    sys.stderr.write(f"lpmpi: {len(_orphans)} request(s) were dropped while in flight (never "
+                     "waited for); completing them before MPI_Finalize\n")
     for o in _orphans:
         with nogil:
             lp_wait(o.req)

@@ -16,10 +16,8 @@
 """
 import os
 import re
-import shutil
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -244,6 +242,7 @@ def test_forked_child_exits_and_the_parent_goes_on(tmp_path, transport):
     MPI.COMM_WORLD.Barrier()
     os._exit(0)
     """, env={"LPMPI_NODE_TRANSPORT": transport, "LPMPI_PROGRESS_THREAD": "1"}, timeout=90)
+    assert rc is not None, f"hung:\n{out[-4000:]}"
     assert out.count("PARENT OK") == 2 and "CHILD" not in out, out[-4000:]
 
 
@@ -331,6 +330,7 @@ def test_timeout_raises_on_the_waiting_rank(tmp_path, case):
     os._exit(0)
     """, env={"LPMPI_TIMEOUT": "5", "OUT": out_file, **({"LPMPI_CHECK": "1"} if case == "check" else {})},
         timeout=90)
+    assert rc is not None, f"hung:\n{out[-4000:]}"
     res = out_file.read_text() if out_file.exists() else out[-3000:]
     m = re.match(r"RAISED (\S+) (.*)", res)
     assert m, res
