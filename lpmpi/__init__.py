@@ -89,7 +89,7 @@ def _warn_launcher() -> None:
     """A singleton whose environment says another launcher started N > 1 processes (Open MPI's
     mpiexec or srun for an mpi4py built against MPICH): every process would compute alone,
     silently; say so once, at import."""
-    if MPI.COMM_WORLD.Get_size() != 1:
+    if not MPI.Is_initialized() or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() != 1:
         return
     from lpmpi import _launch
 

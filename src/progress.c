@@ -728,8 +728,8 @@ static int observe_set(int block) {
         }
         return 0;
     }
-    if (lp_timeout_ns) block = 0;   /* the watchdog: never inside MPI for long (and yield below) */
-    int mrc = block && !dev ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
+    /* the watchdog: never inside MPI for long (a test, and a yield below) */
+    int mrc = block && !dev && !lp_timeout_ns ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
                             : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
     if (mrc != MPI_SUCCESS && mrc != MPI_ERR_IN_STATUS) {   /* nobody to blame: all of them */
         rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Waitsome");
