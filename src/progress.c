@@ -698,6 +698,11 @@ cleanup:
     return rc;
 }
 
+/* The watchdog's waits test instead of blocking in MPI: a yield after every WATCH_POLLS empty
+ * tests (a yield after each one cost 0.5 us of an 8 B allreduce's 2.2, AMD EPYC, P = 2) */
+enum { WATCH_POLLS = 32 };
+static _Thread_local unsigned idle_polls;
+
 /* the completions of every request of G.set (owned by this thread, engine lock released);
  * block: wait for at least one (unless device work is in flight, whose completion no MPI
  * call reports: then test and yield).  Returns how many transfers it saw complete. */
@@ -749,7 +754,8 @@ static int observe_set(int block) {
         r->reqs[G.slot[i]] = G.q[i];
         r->fin[G.slot[i]] = 1;
     }
-    if (!cnt && (dev || lp_timeout_ns)) sched_yield();
+    if (!cnt && dev) sched_yield();
+    else if (!cnt && lp_timeout_ns && ++idle_polls % WATCH_POLLS == 0) sched_yield();
     return cnt + pending;
 }
 
