@@ -91,7 +91,19 @@ def gencode_flags():
 
 
 class BuildExt(build_ext):
-    """build_ext that first compiles the .cu files with nvcc when CUDA is configured."""
+    """build_ext that first compiles the .cu files with nvcc when CUDA is configured, and
+    rebuilds everything when the MPI library changed since the last build in this build
+    directory (setuptools compares only timestamps: a checkout built once for MPICH and then
+    installed with MPICC=<Open MPI's mpicc> would link MPICH's objects against the wrong libmpi)."""
+
+    def run(self):
+        key = repr([(e.include_dirs, e.library_dirs, e.libraries, sys.executable) for e in self.extensions])
+        stamp = Path(self.build_temp) / "lpmpi-mpi-stamp.txt"
+        if not stamp.exists() or stamp.read_text() != key:
+            self.force = True
+        super().run()
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(key)
 
     def build_extension(self, ext):
         cuda = getattr(ext, "_lpmpi_cuda", None)
