@@ -19,6 +19,7 @@ void lp_set_node_transport(int mode) {
 }
 
 void lp_configure(size_t max_msg_bytes, int window, int check) {
+    lp_engine_atfork();          /* at import: a child forked before any collective is off too */
     if (max_msg_bytes) lp_max_msg_bytes = max_msg_bytes;
     if (window > 0) lp_window = window > LP_WINDOW_MAX ? LP_WINDOW_MAX : window;
     lp_check_enabled = check;
