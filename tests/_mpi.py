@@ -70,19 +70,27 @@ def run(cmd: list[str], env: dict, timeout: float) -> tuple[int | None, str, flo
     """Run cmd in its own process group; kill the whole group on timeout.
     Returns (returncode or None on timeout, combined output, seconds)."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True, text=True,
-                            cwd=str(TESTS))  # not the repo root: `python -c` puts cwd first
+    rc, out, _ = run_split(cmd, env, timeout, merge=True)
+    return rc, out, time.monotonic() - t0
+
+
+def run_split(cmd: list[str], env: dict, timeout: float, merge: bool = False) -> tuple[int | None, str, str]:
+    """Run cmd in its own process group (cwd: tests/, not the repo root: `python -c` puts cwd
+    first), stdout and stderr apart (merge: stderr into stdout); kill the whole group on
+    timeout.  Returns (returncode or None on timeout, stdout, stderr)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True, cwd=str(TESTS))
     try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out, time.monotonic() - t0
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err or ""
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        out, _ = proc.communicate()
-        return None, out, time.monotonic() - t0
+        out, err = proc.communicate()
+        return None, out, err or ""
 
 
 def format_failure(cmd, env_extra, rc, out, timeout) -> str:

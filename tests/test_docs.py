@@ -17,16 +17,14 @@ Anything else must be printed exactly.  An example whose ranks each print prints
 """
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from _mpi import NO_TORCH, child_env, mpiexec
+from _mpi import NO_TORCH, child_env, mpiexec, run_split
 
 pytestmark = pytest.mark.mpi
 
@@ -105,24 +103,6 @@ def test_the_convention():
     assert not output_matches("d ... f\n", "d e\nf\n")          # within one line only
 
 
-def run_split(cmd: list[str], env: dict, timeout: float) -> tuple[int | None, str, str]:
-    """Run cmd in its own process group, stdout and stderr apart; kill the whole group on
-    timeout.  Returns (returncode or None on timeout, stdout, stderr)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True, text=True,
-                            cwd=str(Path(__file__).resolve().parent))
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        return proc.returncode, out, err
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        return None, out, err
-
-
 @pytest.mark.parametrize("code,expected", examples())
 def test_example_runs(tmp_path, code, expected):
     if re.search(r"^import torch|^from torch|^import .*\btorch\b", code, flags=re.MULTILINE):
@@ -156,7 +136,6 @@ def test_floor_program_builds_and_its_designs_agree(tmp_path):
     compiles and runs: every design computes the right sum (it exits 1 on a wrong element) and
     prints its time."""
     import shutil
-    import subprocess
 
     cc = shutil.which("gcc") or shutil.which("cc")
     assert cc, "a C compiler (lpmpi's own build needs one)"
