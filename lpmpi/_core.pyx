@@ -44,6 +44,7 @@ cdef type _MPIOp = PyMPI.Op
 # ---------------------------------------------------------------- the engine's names and limits
 #: element types, ops, collectives and memory kinds, in the engine's order (lpmpi.h)
 DTYPE_NAMES = tuple(lp_dtype_name(i).decode() for i in range(LP_NDTYPES))
+_TAKES = f"(lpmpi takes {', '.join(DTYPE_NAMES)})"   # for unsupported-dtype errors
 OP_NAMES = tuple(lp_op_name(i).decode() for i in range(LP_NOPS))
 COLLECTIVES = tuple(lp_coll_name(i).decode() for i in range(LP_NCOLLS))
 MEMORY_KINDS = tuple(lp_mem_name(i).decode() for i in range(LP_NMEMS))
@@ -472,7 +473,7 @@ cdef int _get_dlpack(obj, str name, Buf *b) except -1:
     if b.dtype < 0:
         spelled = getattr(obj, "dtype", None)
         spelled = f"{spelled} (DLPack {_dl_type_name(t.dtype)})" if spelled is not None else _dl_type_name(t.dtype)
-        raise TypeError(f"{name} has unsupported dtype {spelled} (lpmpi takes bool, int8-int64, uint8-uint64, float16, bfloat16, float32, float64, complex64, complex128)")
+        raise TypeError(f"{name} has unsupported dtype {spelled} {_TAKES}")
     for i in range(<size_t>t.ndim):
         if t.shape[i] < 0:
             raise ValueError(f"{name} has a negative dimension")
@@ -523,7 +524,7 @@ cdef int _get_buf(obj, str name, Buf *b) except -1:
                 "and copy back" if name == "recvbuf" else f"pass numpy.ascontiguousarray({name}) (a copy)"))
         b.dtype = _numpy_dtype(a)
         if b.dtype < 0:
-            raise TypeError(f"{name} has unsupported dtype {a.dtype} (lpmpi takes bool, int8-int64, uint8-uint64, float16, bfloat16, float32, float64, complex64, complex128)")
+            raise TypeError(f"{name} has unsupported dtype {a.dtype} {_TAKES}")
         b.ptr = <char *>cnp.PyArray_DATA(a)
         b.count = <size_t>cnp.PyArray_SIZE(a)
         b.readonly = not cnp.PyArray_ISWRITEABLE(a)

@@ -943,13 +943,11 @@ int lp_engine_start(lp_req_t *r) {
 }
 
 int lp_engine_wait(lp_req_t *r) {
-    if (lp_forked && r->state == LP_REQ_ACTIVE) return lp_not_forked();
-    if (r->state == LP_REQ_ACTIVE) wait_for(r, 0);
+    if (r->state == LP_REQ_ACTIVE) wait_for(r, 0);   /* (a forked child has none active) */
     return report(r);
 }
 
 int lp_engine_test(lp_req_t *r, int *done) {
-    if (lp_forked && r->state == LP_REQ_ACTIVE) return lp_not_forked();
     pthread_mutex_lock(&E);
     if (r->state == LP_REQ_ACTIVE) {
         advance_all();

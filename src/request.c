@@ -298,11 +298,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     const int64_t ck[LP_CK_N] = {coll, (int64_t)count, dt, coll == LP_BCAST ? -1 : (int64_t)op,
                                  coll == LP_ALLREDUCE ? -1 : root, ch.alg, (int64_t)ch.chunk,
                                  kind == LP_REQ_PERSISTENT ? ctx->npersist + 1 : 0};
-    if (lp_check_enabled) {
-        /* the check's collective after every native step issued before it (MPI's order) */
-        if (ctx->nat_next != atomic_load(&ctx->nat_turn)) LP_TRY(lp_engine_drain(ctx));
-        LP_TRY(lp_check_agree(ctx, ck, 0));
-    }
+    if (lp_check_enabled) LP_TRY(lp_check_agree(ctx, ck, 0));
     LP_TRY(req_get(ctx, kind, &r));
     if (kind == LP_REQ_PERSISTENT) {
         memcpy(r->ck, ck, sizeof ck);
@@ -389,15 +385,8 @@ int lp_start(lp_req_t *r) {
     if (r->ctx->freed)
         return LP_FAIL(LP_ERR_ARG, "the communicator of this persistent request was freed");
     LP_TRY(acquire(r->ctx));
-    if (lp_check_enabled) {          /* every rank starts the same persistent request */
-        if (r->ctx->nat_next != atomic_load(&r->ctx->nat_turn)) rc = lp_engine_drain(r->ctx);
-        if (rc == LP_OK) rc = lp_check_agree(r->ctx, r->ck, 0);
-        if (rc != LP_OK) {
-            release(r->ctx);
-            return rc;
-        }
-    }
-    rc = req_tags(r);
+    if (lp_check_enabled) rc = lp_check_agree(r->ctx, r->ck, 0);   /* the same request everywhere */
+    if (rc == LP_OK) rc = req_tags(r);
     if (rc == LP_OK) rc = lp_engine_start(r);
     release(r->ctx);
 cleanup:
