@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from lpmpi._units import chunk_label, format_bytes
+from lpmpi.tables import cpu_model
 
 PROG = "python -m lpmpi.bench.launches"
 DEFAULT_LAUNCHES = 8
@@ -153,18 +153,6 @@ def default_mpiexec() -> str | None:
     if cand.exists():
         return str(cand)
     return shutil.which("mpiexec") or shutil.which("mpirun")
-
-
-def cpu_model() -> str:
-    """The CPU's name: ``model name`` of /proc/cpuinfo, else platform.processor()."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:

@@ -190,6 +190,7 @@ def environment_header(
         "nprocs": comm.Get_size(),
         "nhosts": len(set(hosts)),
         "hostname": socket.gethostname(),
+        "cpu_model": lpmpi.tables.cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": affinity,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -216,6 +217,8 @@ def format_header(h: dict[str, Any]) -> list[str]:
     procs = f"{h['nprocs']} on {h['nhosts']} host(s); processors here: {h['cpu_count']}"
     if h["cpu_affinity"] is not None:
         procs += f" ({h['cpu_affinity']} usable)"
+    if h.get("cpu_model"):                    # every number beside the CPU it was measured on
+        procs += f", {h['cpu_model']}"
     what = (
         f"{', '.join(h['collectives'])}  dtype {h['dtype']}  op {h['op']}"
         f"  root {h['root']}  memory {h['memory']}"
