@@ -33,6 +33,7 @@
 
 static pthread_mutex_t E = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t skip_lock = PTHREAD_MUTEX_INITIALIZER;   /* native order's skipped tickets */
+static pthread_mutex_t fork_gate = PTHREAD_MUTEX_INITIALIZER;   /* the progress thread's MPI calls */
 static pthread_cond_t Ec = PTHREAD_COND_INITIALIZER;   /* released, completed, started, stop */
 static lp_req_t *active;          /* started nonblocking and persistent requests, not complete */
 atomic_long lp_nactive;
@@ -1031,10 +1032,12 @@ static void *progress_main(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&E);
+        pthread_mutex_lock(&fork_gate);    /* never inside MPI across a fork (see fork below) */
         size_t done0 = count_done();
         unsigned long moves0 = moves;
         int seen = observe_set(0);
         for (size_t j = 0; j < G.nset; j++) advance_or_fail(G.set[j]);
+        pthread_mutex_unlock(&fork_gate);
         int completed = count_done() != done0;
         if (seen || completed || moves != moves0) last = now_ns();
         pthread_mutex_lock(&E);
@@ -1098,16 +1101,21 @@ cleanup:
 int lp_forked;
 
 static void fork_prepare(void) {
+    pthread_mutex_lock(&fork_gate);    /* the progress thread out of MPI: a fork in the middle of
+                                          its MPI_Testsome left the child MPICH's mutex locked,
+                                          and the child's MPI_Finalize aborted */
     pthread_mutex_lock(&E);
     pthread_mutex_lock(&skip_lock);
 }
 static void fork_parent(void) {
     pthread_mutex_unlock(&skip_lock);
     pthread_mutex_unlock(&E);
+    pthread_mutex_unlock(&fork_gate);
 }
 static void fork_child(void) {
     pthread_mutex_init(&E, NULL);
     pthread_mutex_init(&skip_lock, NULL);
+    pthread_mutex_init(&fork_gate, NULL);
     pthread_cond_init(&Ec, NULL);
     lp_forked = 1;
     atomic_store(&pt_running, 0);

@@ -128,7 +128,7 @@ def test_torch_hook_refuses_a_world_that_is_not_mpis(tmp_path):
     pytest.importorskip("torch", reason="torch is not installed (pip install 'lpmpi[torch]')")
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""
-    import torch, torch.distributed as dist
+    import os, torch, torch.distributed as dist
     import lpmpi, lpmpi.torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     dist.init_process_group("gloo")
@@ -141,7 +141,9 @@ def test_torch_hook_refuses_a_world_that_is_not_mpis(tmp_path):
         except RuntimeError as e:
             print("REFUSED", dist.get_rank(), e, flush=True)
         m = DDP(torch.nn.Linear(2, 1, bias=False))
+    del m                                  # before its process group goes
     dist.destroy_process_group()
+    os._exit(0)                            # (torch's threads at interpreter exit can abort it)
     """))
     env = child_env({"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"})
     rc, out, _ = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
