@@ -39,7 +39,9 @@
  *   FIN  SCALE  AVG: chunk k /= P, at the head            after RED k
  *   PS   SEND   out k (the tail: own k) to v-1            after RED k
  *   FR   RECV   final k from v-1 into recvbuf             after PS k (its region has left)
- *   FS   SEND   final k to v+1                            after FR k (head: FIN or RED k)
+ *                (relayed(): into slot k mod W instead,  after FC k-W)
+ *   FC   COPY   relayed(): slot -> recvbuf k, streaming   after FR k
+ *   FS   SEND   final k to v+1                            after FR (FC) k (head: FIN or RED k)
  *
  * i.e. receive-reduce-send up the chain and receive-copy-send down it; `out` is recvbuf,
  * or W slots of its own on the middle ranks of reduce (their recvbuf is never written).
@@ -48,7 +50,7 @@
  * acc_dtype (float32 partials for 16-bit data): the head rounds chunk k (NARROW, after FIN or
  * RED) into the 16-bit result, and FR / FS move 16-bit chunks of half the bytes down the chain.
  * Memory: W chunk slots for incoming partials, plus W for outgoing partials on the middle
- * ranks of reduce.  Limits: none on P or count; chunk_bytes is clamped to lp_max_msg_bytes
+ * ranks of reduce, plus W for incoming finals where relayed().  Limits: none on P or count; chunk_bytes is clamped to lp_max_msg_bytes
  * by the decision. */
 #include "internal.h"
 
@@ -83,9 +85,24 @@ static int out_slots(const lp_args_t *a, const chain_t *c) {   /* middle ranks o
     return c->up && c->right >= 0 && c->left >= 0 && a->coll == LP_REDUCE;
 }
 
+/* 1 where chunk k's final would land in the very lines this rank has just sent up the chain
+ * (the tail in place, sending its own input; a middle rank of allreduce, sending its partial
+ * from recvbuf) and the reader of those lines is a process of this node (MPI's single-copy
+ * transfers: the left neighbour's core has just read them).  Rewriting lines another core has
+ * just read costs that core's copies: on the AMD EPYC VM of issue 24 lp in place at 64 MiB took
+ * 2-2.3x its out-of-place time in some spells (0.75x in others).  The final is then received
+ * into one of W slots of this rank and copied into place with streaming stores (FC below), which
+ * cost the same whoever read the lines (docs/results/issue24/inplace2/nt_probe.c).  Host memory,
+ * no acc_dtype (its finals are the 16-bit result, never sent up). */
+static int relayed(const lp_args_t *a, const chain_t *c) {
+    if (!(c->up && c->down && c->left >= 0) || a->dev || a->acc) return 0;
+    if (c->right < 0 && a->sbuf != a->rbuf) return 0;      /* tail out of place: other lines */
+    return !a->node || a->node[c->left] == a->node[a->rank];
+}
+
 static size_t chain_scratch(const lp_args_t *a, const chain_t *c) {
     int in_slots = c->up && c->right >= 0;
-    return (size_t)(in_slots + out_slots(a, c)) * c->W * c->cb;
+    return (size_t)(in_slots + out_slots(a, c) + relayed(a, c)) * c->W * c->cb;
 }
 
 static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char *slots) {
@@ -93,6 +110,7 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
     const int dn_src = c->down && c->left >= 0, dn_dst = c->down && c->right >= 0;
     const long W = (long)c->W;
     char *in = slots, *out = out_slots(a, c) ? slots + c->W * c->cb : NULL;
+    char *fin_slots = relayed(a, c) ? slots + (size_t)((c->up && c->right >= 0) + (out != NULL)) * c->W * c->cb : NULL;
     const char *own = a->sbuf + c->base;
     char *res = a->rbuf ? a->rbuf + c->base : NULL;
     /* acc_dtype (allreduce): the head rounds chunk k once; the 16-bit chunks go down */
@@ -100,7 +118,7 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
     const size_t ratio_es = acc ? a->esize / lp_dtype_size(a->acc_dt) : 1;   /* float32 / 16-bit */
     char *dres = acc ? a->acc + c->base / ratio_es : res;
     const size_t dbytes = c->bytes / ratio_es, dcb = c->cb / ratio_es;
-    lp_lane_t *pr = NULL, *red = NULL, *fin = NULL, *ps = NULL, *fr = NULL, *nar = NULL, *fs;
+    lp_lane_t *pr = NULL, *red = NULL, *fin = NULL, *ps = NULL, *fr = NULL, *fc = NULL, *nar = NULL, *fs;
     if (up_src) {
         pr = lp_lane_recv(r, a, in, c->bytes, c->cb, c->right, c->tag_up);
         lp_lane_slots(pr, 0, in, c->cb, (unsigned)c->W);
@@ -125,12 +143,21 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
         lp_lane_after(red, ps, -W);
     }
     if (dn_src) {
-        fr = lp_lane_recv(r, a, dres, dbytes, dcb, c->left, c->tag_down);
+        fr = lp_lane_recv(r, a, fin_slots ? fin_slots : dres, dbytes, dcb, c->left, c->tag_down);
         if (!acc) lp_lane_after(fr, ps, 0);  /* acc: it writes the 16-bit result, not res */
+        if (fin_slots) {                     /* relayed(): FR into slot k mod W, FC copies it out */
+            lp_lane_slots(fr, 0, fin_slots, dcb, (unsigned)c->W);
+            fc = lp_lane_copy(r, a, dres, fin_slots, dbytes, dcb);
+            fc->nt = 1;
+            lp_lane_slots(fc, 1, fin_slots, dcb, (unsigned)c->W);
+            lp_lane_after(fc, fr, 0);
+            lp_lane_after(fr, fc, -W);
+        }
     }
-    if (dn_dst) {
+    if (dn_dst) {                            /* from recvbuf: a slot read by v+1 and rewritten W
+                                                chunks later would cost what relayed() saves */
         fs = lp_lane_send(r, a, dres, dbytes, dcb, c->right, c->tag_down);
-        lp_lane_after(fs, dn_src ? fr : nar ? nar : fin ? fin : red, 0);
+        lp_lane_after(fs, dn_src ? (fc ? fc : fr) : nar ? nar : fin ? fin : red, 0);
     }
 }
 

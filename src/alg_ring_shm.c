@@ -364,29 +364,6 @@ const lp_sched_t lp_sched_ring_shm = {lp_plan_one_phase, phase, NULL, NULL, NULL
  * 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.)  LP_SHM_BIG_BYTES in internal.h. */
 #define NT_BYTES ((size_t)32 << 20)
 
-/* memcpy, with non-temporal stores where nt (and the CPU has them); the caller fences */
-static void copy_out(char *dst, const char *src, size_t len, int nt) {
-#if defined(__SSE2__)
-    if (nt && len >= 256) {
-        size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
-        memcpy(dst, src, head);
-        dst += head; src += head; len -= head;
-        size_t n = len / 64;
-        for (size_t i = 0; i < n; i++, dst += 64, src += 64) {
-            __m128i a = _mm_loadu_si128((const __m128i *)src), b = _mm_loadu_si128((const __m128i *)(src + 16));
-            __m128i c = _mm_loadu_si128((const __m128i *)(src + 32)), d = _mm_loadu_si128((const __m128i *)(src + 48));
-            _mm_stream_si128((__m128i *)dst, a);
-            _mm_stream_si128((__m128i *)(dst + 16), b);
-            _mm_stream_si128((__m128i *)(dst + 32), c);
-            _mm_stream_si128((__m128i *)(dst + 48), d);
-        }
-        len -= n * 64;
-    }
-#else
-    (void)nt;
-#endif
-    memcpy(dst, src, len);
-}
 /* SUM of float32 or float64, written twice from the same registers: to dst with non-temporal
  * stores and to acc (my slot, where the peers gather it) with plain ones; x op y in the order of
  * the kernels' a op b, each element alone (the kernels' bits).  One pass instead of the fold into
@@ -425,13 +402,6 @@ static sum2_fn sum2_for(const lp_args_t *a) {
 static sum2_fn sum2_for(const lp_args_t *a) { (void)a; return NULL; }
 #endif
 
-static inline void fence_nt(int nt) {
-#if defined(__SSE2__)
-    if (nt) _mm_sfence();
-#else
-    (void)nt;
-#endif
-}
 
 int lp_shm_ready(const lp_lane_t *l, size_t k) {
     const lp_args_t *a = l->a;
@@ -498,16 +468,16 @@ int lp_shm_step(const lp_lane_t *l, size_t k) {
             }
             l->fn(acc, x0, y, m);
             if (a->op == LP_AVG) lp_scale(acc, m, a->dt, (double)P);
-            copy_out(a->rbuf + (off + i) * es, acc, m * es, nt);
+            lp_copy_out(a->rbuf + (off + i) * es, acc, m * es, nt);
         }
     } else {                                           /* gather: the peers' results */
         for (int j = 1; j < P; j++) {
             int p = (me + j) % P, b = lp_ring_owned(p, P);
             chunk_of(a, b, c, k, &off, &len);
-            if (len) copy_out(a->rbuf + off * es, slot_of(s, p, g) + (size_t)b * c * es, len * es, nt);
+            if (len) lp_copy_out(a->rbuf + off * es, slot_of(s, p, g) + (size_t)b * c * es, len * es, nt);
         }
     }
-    fence_nt(nt);
+    lp_fence_nt(nt);
     atomic_store_explicit(ctr(s, me, st), g + 1, memory_order_release);
     wake_peers(s, me);
     return LP_OK;

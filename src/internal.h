@@ -11,6 +11,9 @@
 #include "topo.h"
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>   /* lp_copy_out's streaming stores */
+#endif
 
 /* ---- how the bytes of device memory travel (device.c) ----
  *   HOST    host memory: the schedules as written.
@@ -86,6 +89,43 @@ void lp_lane_finish(lp_req_t *r, const lp_args_t *a, size_t off, size_t len);
 /* the ring over node order: this rank's index on it and the rank at index i */
 static inline int lp_ring_index(const lp_args_t *a) { return a->pos ? a->pos[a->rank] : a->rank; }
 static inline int lp_ring_rank(const lp_args_t *a, int i) { return a->order ? a->order[i] : i; }
+
+/* memcpy, with non-temporal stores where nt (and the CPU has them); the caller fences
+ * (lp_fence_nt).  A streaming store writes the line without first reading it into this core's
+ * caches, and without the dear hand-over of a line another core holds: on the AMD EPYC VM of
+ * issue 24, rewriting 512 KiB that another vCPU had just read with process_vm_readv took 45-50
+ * us with plain stores in most launches (9 us in others) and 19 us with streaming ones in every
+ * launch (docs/results/issue24/inplace2/nt_probe.c). */
+static inline void lp_copy_out(char *dst, const char *src, size_t len, int nt) {
+#if defined(__SSE2__)
+    if (nt && len >= 256) {
+        size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+        memcpy(dst, src, head);
+        dst += head; src += head; len -= head;
+        size_t n = len / 64;
+        for (size_t i = 0; i < n; i++, dst += 64, src += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)src), b = _mm_loadu_si128((const __m128i *)(src + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(src + 32)), d = _mm_loadu_si128((const __m128i *)(src + 48));
+            _mm_stream_si128((__m128i *)dst, a);
+            _mm_stream_si128((__m128i *)(dst + 16), b);
+            _mm_stream_si128((__m128i *)(dst + 32), c);
+            _mm_stream_si128((__m128i *)(dst + 48), d);
+        }
+        len -= n * 64;
+    }
+#else
+    (void)nt;
+#endif
+    memcpy(dst, src, len);
+}
+/* after lp_copy_out(..., nt): the streaming stores are visible before what follows */
+static inline void lp_fence_nt(int nt) {
+#if defined(__SSE2__)
+    if (nt) _mm_sfence();
+#else
+    (void)nt;
+#endif
+}
 
 /* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */
 typedef struct { double alpha, beta, gamma; } lp_model_t;

@@ -174,7 +174,8 @@ static int local_step(const lp_lane_t *l, size_t k) {
         const char *x = at(&l->r[1], k);
         if (o == x) return LP_OK;
         if (d) return dev_now(d, d->d2d(o, x, len, 0));
-        memcpy(o, x, len);
+        lp_copy_out(o, x, len, l->nt);
+        lp_fence_nt(l->nt);
         return LP_OK;
     }
     case LP_STEP_CMA_REDUCE:

@@ -16,7 +16,7 @@ static lp_lane_t *lane_new(lp_req_t *r, const lp_args_t *a, int kind, size_t byt
      * blocking call of a few bytes builds its lanes on every call) */
     lp_lane_t *l = &r->lane[r->nlanes++];
     l->kind = (unsigned char)kind;
-    l->ndeps = l->ndops = l->stream = 0;
+    l->ndeps = l->ndops = l->stream = l->nt = 0;
     l->owner = r;
     l->a = a;
     l->bytes = bytes;

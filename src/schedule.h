@@ -19,7 +19,8 @@
  * Primitives (lane kinds):
  *   SEND, RECV   MPI point-to-point of chunk k with a peer (MPI_Isend / MPI_Irecv)
  *   REDUCE       out[k] = x[k] op y[k], local (on the device for device memory on CUDA-aware MPI)
- *   COPY, SCALE  out[k] = x[k]; out[k] /= P (AVG's division, once, on a finished result)
+ *   COPY, SCALE  out[k] = x[k] (with streaming stores where the lane says nt); out[k] /= P
+ *                (AVG's division, once, on a finished result)
  *   CMA_REDUCE, CMA_GATHER  the node-local transport's copies (alg_ring_cma.c): single-copy
  *                reads of the peers' buffers (process_vm_readv), folded or stored
  *   SHM_IN, SHM_RED, SHM_GATHER  the shared-memory transport's rounds (alg_ring_shm.c): step k is
@@ -70,6 +71,7 @@ typedef struct {
 typedef struct {
     unsigned char kind;     /* LP_STEP_* */
     unsigned char ndeps, ndops, stream;
+    unsigned char nt;       /* COPY on host memory: write with streaming stores (lp_copy_out) */
     int peer, tag;          /* SEND, RECV */
     size_t bytes, cb, n;    /* bytes covered, chunk bytes, steps */
     size_t W;               /* steps in flight (SEND, RECV, NATIVE, DEV) */
