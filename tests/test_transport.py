@@ -269,3 +269,38 @@ def test_no_room_in_dev_shm_falls_back_instead_of_crashing(nt):
     assert "could not be made" in why, why
     assert "posix_fallocate" in why or "ftruncate" in why or "another rank" in why, why
     assert name == ("mpi" if nt == "shm" else "cma") or (nt == "auto" and name == "mpi" and "refused" in why), why
+
+
+LP_RELAYED = textwrap.dedent("""
+    import numpy as np, lpmpi
+    from mpi4py import MPI
+    w = MPI.COMM_WORLD
+    # lp in place: where a final chunk would land in lines this rank has just sent up the chain
+    # to a rank of its node (the tail in place, the middle ranks of allreduce), it comes through
+    # W slots and a streaming copy (alg_lp.c relayed()); many chunks (the slots wrap), a chunk
+    # not dividing the count, AVG (the head divides), float64 and float16; the bits of out of
+    # place, the same on every rank
+    for n, dt, op, cb in ((100003, np.float32, "sum", 4096), (70001, np.float64, "avg", 8192),
+                          (33333, np.float16, "sum", 2048), (5, np.float32, "max", 4)):
+        x = (np.random.default_rng(w.rank * 11 + n).standard_normal(n) * 2).astype(dt)
+        want = lpmpi.allreduce(x, op=op, algorithm="lp", chunk_bytes=cb)
+        z = x.copy()
+        lpmpi.allreduce(lpmpi.IN_PLACE, z, op=op, algorithm="lp", chunk_bytes=cb)
+        assert z.tobytes() == want.tobytes(), (n, dt, op, cb)
+        q = x.copy()
+        lpmpi.iallreduce(lpmpi.IN_PLACE, q, op=op, algorithm="lp", chunk_bytes=cb).wait()
+        assert q.tobytes() == want.tobytes(), (n, dt, op, cb)
+        ref = w.allgather(want.tobytes())
+        assert all(b == ref[0] for b in ref), (n, dt, op, cb)
+    print("RELAYED OK", flush=True)
+""")
+
+
+@pytest.mark.parametrize("nodes", ("one", "two"))
+@pytest.mark.parametrize("nprocs", (2, 3, 4), ids=lambda p: f"P{p}")
+def test_lp_in_place_through_slots_gives_the_bits_of_out_of_place(nprocs, nodes):
+    env = {"LPMPI_WINDOW": "2"}
+    if nodes == "two":
+        env["MPIR_CVAR_NUM_CLIQUES"] = "2"
+    rc, out, _ = run([mpiexec(), "-n", str(nprocs), sys.executable, "-c", LP_RELAYED], child_env(env), 240)
+    assert rc == 0 and "RELAYED OK" in out, out[-6000:]
