@@ -53,7 +53,7 @@ def info() -> None:
         print(line)
     print(f"CUDA support: {'yes' if _core.CUDA_BUILD else 'no (built without nvcc/CUDA headers)'}")
     print(_device_line(_core.cuda_info()))
-    for coll in ("allreduce", "reduce", "bcast"):
+    for coll in _core.COLLECTIVES:
         print(f"{coll} algorithms: {', '.join(lpmpi.algorithms(coll))}")
     print("requests (nonblocking, persistent): " + _core.request_forms(None))
     print("  " + _core.request_forms("native"))

@@ -86,6 +86,9 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_errmsg()
     const char *lp_errwhere()
     const char *lp_coll_name(lp_coll_t coll)
+    int lp_coll_traits(lp_coll_t coll, int *has_op, int *has_root, int *input, int *result,
+                       int *sblocks, int *rblocks)
+    const char *lp_coll_mpi_name(lp_coll_t coll)
     const char *lp_mem_name(lp_mem_t mem)
 
     int lp_comm_prepare(MPI_Comm comm, int *first_mismatch)

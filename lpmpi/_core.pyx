@@ -48,6 +48,23 @@ _TAKES = f"(lpmpi takes {', '.join(DTYPE_NAMES)})"   # for unsupported-dtype err
 OP_NAMES = tuple(lp_op_name(i).decode() for i in range(LP_NOPS))
 COLLECTIVES = tuple(lp_coll_name(i).decode() for i in range(LP_NCOLLS))
 MEMORY_KINDS = tuple(lp_mem_name(i).decode() for i in range(LP_NMEMS))
+
+cdef tuple _ON = ("all", "root", "nonroot")
+
+def _coll_traits():
+    """The engine's row of each collective (registry.c lp_colls), in COLLECTIVES' order: a dict
+    of has_op, has_root, input and result ("all", "root" or "nonroot": the ranks whose data goes
+    in, whose buffer the call writes), send_blocks and recv_blocks (blocks of the count each
+    buffer holds: 1, or 0 for the communicator's size), mpi_name (the MPI library's own
+    collective, "MPI_Allreduce")."""
+    cdef int op, root, inp, res, sb, rb
+    out = []
+    for i in range(LP_NCOLLS):
+        lp_coll_traits(<lp_coll_t>i, &op, &root, &inp, &res, &sb, &rb)
+        out.append(dict(name=COLLECTIVES[i], has_op=bool(op), has_root=bool(root), input=_ON[inp],
+                        result=_ON[res], send_blocks=sb, recv_blocks=rb,
+                        mpi_name=lp_coll_mpi_name(<lp_coll_t>i).decode()))
+    return tuple(out)
 CUDA_BUILD = bool(lp_cuda_built())  # compiled with nvcc: device kernels and the CUDA transports
 CHUNK_MIN, CHUNK_MAX = LP_CHUNK_MIN, LP_CHUNK_MAX
 WINDOW_MAX, STAGING_MAX = LP_WINDOW_MAX, LP_STAGING_MAX
@@ -1504,10 +1521,12 @@ def request_forms(algorithm):
     thread = ("the progress thread runs" if lp_progress_thread_running() else
               "no progress thread (lpmpi.progress_thread(True) or LPMPI_PROGRESS_THREAD=1 adds one)")
     if algorithm == "native":
-        p = ("MPI 4's MPI_Allreduce_init / MPI_Reduce_init / MPI_Bcast_init, started each time"
+        names = [lp_coll_mpi_name(<lp_coll_t>i).decode() for i in range(LP_NCOLLS)]
+        p = (f"MPI 4's {' / '.join(m + '_init' for m in names)}, started each time"
              if pers else "the nonblocking ones at each start (this MPI library has no MPI 4 "
              "persistent collectives)")
-        n = ("MPI_Iallreduce / MPI_Ireduce / MPI_Ibcast" if nb else "the blocking call, at wait time")
+        n = (" / ".join("MPI_I" + m[4:].lower() for m in names) if nb
+             else "the blocking call, at wait time")
         return (f"native: nonblocking form {n}; persistent form {p}; progressed by the MPI library and "
                 f"by every lpmpi test/wait; {thread}")
     return (f"{algorithm or 'lp, ring, mst, be'}: nonblocking and persistent forms run lpmpi's own "

@@ -8,6 +8,8 @@ itself, at import, so that no other module restates it.
 True
 >>> [a.name for a in engine.algorithm_info("bcast")][:1]
 ['lp']
+>>> engine.collective_info("reduce").has_root
+True
 """
 from __future__ import annotations
 
@@ -42,6 +44,56 @@ CUDA_BUILD: bool = bool(_core.CUDA_BUILD)
 #: node-local transports a table row or an override can ask the algorithms that have them for
 #: (:func:`transport_algorithms`); None in a row: the model's rule by message size
 TRANSPORTS: tuple[str, ...] = tuple(_core.TRANSPORTS)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One row of the engine's table of collectives (src/registry.c ``lp_colls``): what the
+    engine, the bench, the tuner and the tests ask of a collective instead of its name."""
+
+    name: str
+    has_op: bool        # reduces: takes an op (and acc_dtype), AVG divides
+    has_root: bool
+    input: str          # the ranks whose data goes in: "all" or "root"
+    result: str         # the ranks whose buffer the call writes: "all", "root" or "nonroot"
+    send_blocks: int    # blocks of the count in sendbuf: 1, or 0 for P
+    recv_blocks: int    # blocks of the count in recvbuf: 1, or 0 for P
+    mpi_name: str       # the MPI library's own collective: "MPI_Allreduce", ...
+
+    @property
+    def has_recvbuf(self) -> bool:
+        """False for a collective whose one buffer is both input and output (bcast)."""
+        return not (self.input == "root" and self.result == "nonroot")
+
+    @property
+    def mpi4py_name(self) -> str:
+        """mpi4py's method of the MPI collective: "Allreduce", "Reduce_scatter_block", ..."""
+        return self.mpi_name.removeprefix("MPI_")
+
+    def lpmpi_args(self, send: Any, recv: Any, op: Any, root: int, comm: Any) -> tuple[Any, ...]:
+        """The positional arguments of lpmpi's call of this collective (and of its i- and
+        _init forms): send, recv (not bcast), op (reductions), root (rooted), comm."""
+        return ((send,) + ((recv,) if self.has_recvbuf else ()) + ((op,) if self.has_op else ())
+                + ((root,) if self.has_root else ()) + (comm,))
+
+    def gets_result(self, rank: int, root: int = 0) -> bool:
+        """True where the call writes ``rank``'s buffer."""
+        return self.result == "all" or (self.result == "root") == (rank == root)
+
+    def brings_input(self, rank: int, root: int = 0) -> bool:
+        """True where ``rank``'s data goes into the call."""
+        return self.input == "all" or rank == root
+
+
+_COLLS: dict[str, Collective] = {t["name"]: Collective(**t) for t in _core._coll_traits()}
+
+
+def collective_info(name: str) -> Collective:
+    """The engine's row of collective ``name`` (ValueError for an unknown one)."""
+    try:
+        return _COLLS[name]
+    except KeyError:
+        raise ValueError(f"collective must be one of {COLLECTIVES}, got {name!r}") from None
 
 
 @dataclass(frozen=True)

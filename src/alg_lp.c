@@ -82,7 +82,8 @@ static void chain_init(const lp_args_t *a, chain_t *c, int up, int down, int hea
 }
 
 static int out_slots(const lp_args_t *a, const chain_t *c) {   /* middle ranks of reduce */
-    return c->up && c->right >= 0 && c->left >= 0 && a->coll == LP_REDUCE;
+    (void)a;
+    return c->up && !c->down && c->right >= 0 && c->left >= 0;
 }
 
 /* 1 where chunk k's final would land in the very lines this rank has just sent up the chain
@@ -114,7 +115,7 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
     const char *own = a->sbuf + c->base;
     char *res = a->rbuf ? a->rbuf + c->base : NULL;
     /* acc_dtype (allreduce): the head rounds chunk k once; the 16-bit chunks go down */
-    const int acc = a->acc && a->coll == LP_ALLREDUCE;
+    const int acc = a->acc && c->up && c->down;
     const size_t ratio_es = acc ? a->esize / lp_dtype_size(a->acc_dt) : 1;   /* float32 / 16-bit */
     char *dres = acc ? a->acc + c->base / ratio_es : res;
     const size_t dbytes = c->bytes / ratio_es, dcb = c->cb / ratio_es;
@@ -161,23 +162,27 @@ static void chain_lanes(lp_req_t *r, const lp_args_t *a, const chain_t *c, char 
     }
 }
 
-/* the chains of a call: reduce and bcast one from the root, allreduce two opposite ones, each
- * carrying half of the message, so the ends of the chain share the reduction work and every
- * rank both reduces and forwards */
-static int chains(const lp_args_t *a, chain_t c[2]) {
+int lp_chain_specs(const lp_args_t *a, lp_chain_spec_t s[2]) {
+    const lp_coll_traits_t *T = lp_traits(a->coll);
+    const int up = T->has_op, down = T->result != LP_ON_ROOT;
     size_t total = a->count * a->esize;
-    if (a->coll == LP_BCAST) {
-        chain_init(a, &c[0], 0, 1, a->root, 1, 0, total, 0, LP_TAG_DOWN);
-        return 1;
-    }
-    if (a->coll == LP_REDUCE) {
-        chain_init(a, &c[0], 1, 0, a->root, 1, 0, total, LP_TAG_UP, 0);
+    if (T->has_root) {
+        s[0] = (lp_chain_spec_t){up, down, a->root, 1, 0, total, up ? LP_TAG_UP : 0, down ? LP_TAG_DOWN : 0};
         return 1;
     }
     size_t half = (a->count + 1) / 2 * a->esize;
-    chain_init(a, &c[0], 1, 1, lp_chain_first(a), 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
-    chain_init(a, &c[1], 1, 1, lp_chain_last(a), -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
+    s[0] = (lp_chain_spec_t){up, down, lp_chain_first(a), 1, 0, half, LP_TAG_UP, LP_TAG_DOWN};
+    s[1] = (lp_chain_spec_t){up, down, lp_chain_last(a), -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2};
     return total > half ? 2 : 1;
+}
+
+static int chains(const lp_args_t *a, chain_t c[2]) {
+    lp_chain_spec_t s[2];
+    int n = lp_chain_specs(a, s);
+    for (int i = 0; i < n; i++)
+        chain_init(a, &c[i], s[i].up, s[i].down, s[i].head, s[i].dir, s[i].base, s[i].bytes,
+                   s[i].tag_up, s[i].tag_down);
+    return n;
 }
 
 static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
@@ -185,7 +190,7 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     chain_t c[2];
     int n = chains(a, c);
     p->nphases = 1;
-    p->narrows = a->acc && a->coll == LP_ALLREDUCE;
+    p->narrows = a->acc && n && c[0].up && c[0].down;
     for (int i = 0; i < n; i++) p->work += chain_scratch(a, &c[i]);
     return LP_OK;
 }

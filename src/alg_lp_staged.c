@@ -83,19 +83,12 @@ static void schain_init(const lp_args_t *a, schain_t *c, int i, int up, int down
 
 /* the same chains as alg_lp.c */
 static int schains(const lp_args_t *a, schain_t c[2]) {
-    size_t total = a->count * a->esize;
-    if (a->coll == LP_BCAST) {
-        schain_init(a, &c[0], 0, 0, 1, a->root, 1, 0, total, 0, LP_TAG_DOWN);
-        return 1;
-    }
-    if (a->coll == LP_REDUCE) {
-        schain_init(a, &c[0], 0, 1, 0, a->root, 1, 0, total, LP_TAG_UP, 0);
-        return 1;
-    }
-    size_t half = (a->count + 1) / 2 * a->esize;
-    schain_init(a, &c[0], 0, 1, 1, lp_chain_first(a), 1, 0, half, LP_TAG_UP, LP_TAG_DOWN);
-    schain_init(a, &c[1], 1, 1, 1, lp_chain_last(a), -1, half, total - half, LP_TAG_UP2, LP_TAG_DOWN2);
-    return total > half ? 2 : 1;
+    lp_chain_spec_t s[2];
+    int n = lp_chain_specs(a, s);
+    for (int i = 0; i < n; i++)
+        schain_init(a, &c[i], i, s[i].up, s[i].down, s[i].head, s[i].dir, s[i].base, s[i].bytes,
+                    s[i].tag_up, s[i].tag_down);
+    return n;
 }
 
 /* regions of the DEV lanes */
@@ -124,7 +117,7 @@ static void schain_lanes(lp_req_t *r, const lp_args_t *a, const schain_t *c, cha
         if (!up_src) {                                     /* tail: own data as is */
             lp_lane_dop(up, LP_DOP_D2H, R_OUT, R_OWN, 0);
         } else {
-            if (up_dst && a->coll == LP_REDUCE) lp_lane_slots(up, R_ACC, dout, c->ss, W);
+            if (up_dst && !c->down) lp_lane_slots(up, R_ACC, dout, c->ss, W);   /* reduce's middle */
             else lp_lane_region(up, R_ACC, res);
             lp_lane_slots(up, R_IN, in, c->ss, W);
             lp_lane_slots(up, R_DIN, din, c->ss, W);

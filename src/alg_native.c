@@ -153,53 +153,76 @@ static int native_pair(lp_dtype_t d, lp_op_t o, MPI_Datatype *t, MPI_Op *op) {
     return rc;
 }
 
+/* ---- the MPI library's calls of each collective, on one piece (lp_colls[].native) ---- */
+static int allreduce_b(const lp_piece_t *p) { return MPI_Allreduce(p->s, p->rb, p->n, p->t, p->op, p->comm); }
+static int allreduce_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Iallreduce(p->s, p->rb, p->n, p->t, p->op, p->comm, q);
+}
+static int reduce_b(const lp_piece_t *p) { return MPI_Reduce(p->s, p->rb, p->n, p->t, p->op, p->root, p->comm); }
+static int reduce_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Ireduce(p->s, p->rb, p->n, p->t, p->op, p->root, p->comm, q);
+}
+static int bcast_b(const lp_piece_t *p) { return MPI_Bcast(p->rb, p->n, p->t, p->root, p->comm); }
+static int bcast_nb(const lp_piece_t *p, MPI_Request *q) { return MPI_Ibcast(p->rb, p->n, p->t, p->root, p->comm, q); }
+#if MPI_VERSION >= 4
+static int allreduce_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Allreduce_init(p->s, p->rb, p->n, p->t, p->op, p->comm, MPI_INFO_NULL, q);
+}
+static int reduce_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Reduce_init(p->s, p->rb, p->n, p->t, p->op, p->root, p->comm, MPI_INFO_NULL, q);
+}
+static int bcast_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Bcast_init(p->rb, p->n, p->t, p->root, p->comm, MPI_INFO_NULL, q);
+}
+#else
+#define allreduce_p NULL
+#define reduce_p NULL
+#define bcast_p NULL
+#endif
+const lp_native_calls_t lp_native_allreduce = {allreduce_b, allreduce_nb, allreduce_p};
+const lp_native_calls_t lp_native_reduce = {reduce_b, reduce_nb, reduce_p};
+const lp_native_calls_t lp_native_bcast = {bcast_b, bcast_nb, bcast_p};
+
 /* ---- the schedule: one phase, a NATIVE lane over the pieces of the message (each at most the
  * largest MPI message, element-wise ops allow it) and, for AVG, a SCALE lane after it ---- */
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
     lp_lane_t *nat = lp_lane_native(r, a, a->sbuf, a->rbuf, bytes, pb);
-    if (a->op == LP_AVG && (a->coll == LP_ALLREDUCE || (a->coll == LP_REDUCE && a->rank == a->root)))
+    if (lp_on(lp_traits(a->coll)->result, a->rank, a->root))   /* AVG's division (else no lane) */
         lp_lane_after(lp_lane_scale(r, a, a->rbuf, bytes, pb), nat, 0);
     return LP_OK;
 }
 
 /* device memory on CUDA-aware MPI: lpmpi's user op runs on the host, so such pairs go through
  * host memory (whole-buffer staging) */
-static int host_only(const lp_args_t *a) { return a->dev && a->coll != LP_BCAST && !lp_native_builtin(a->dt, a->op); }
+static int host_only(const lp_args_t *a) {
+    return a->dev && lp_traits(a->coll)->has_op && !lp_native_builtin(a->dt, a->op);
+}
 
 /* piece k of lane l: what MPI's collective gets */
-typedef struct {
-    const void *s;
-    void *rb;
-    int n;
-    MPI_Datatype t;
-    MPI_Op op;
-} piece_t;
-
-static int piece(const lp_args_t *a, const lp_lane_t *l, size_t k, piece_t *pc) {
-    *pc = (piece_t){NULL, NULL, 0, MPI_BYTE, MPI_OP_NULL};
+static int piece(const lp_args_t *a, const lp_lane_t *l, size_t k, lp_piece_t *pc) {
+    const lp_coll_traits_t *T = lp_traits(a->coll);
+    *pc = (lp_piece_t){NULL, NULL, 0, MPI_BYTE, MPI_OP_NULL, a->root, a->comm};
     size_t off = k * l->cb, len = l->bytes - off < l->cb ? l->bytes - off : l->cb;
-    if (a->coll == LP_BCAST) {
-        pc->s = NULL;
+    if (!T->has_op) {                 /* data moves as it is: bytes */
         pc->rb = a->rbuf + off;
         pc->n = (int)len;
-        pc->t = MPI_BYTE;
-        pc->op = MPI_OP_NULL;
         return LP_OK;
     }
     int rc = native_pair(a->dt, a->op, &pc->t, &pc->op);
-    int is_root = a->coll == LP_ALLREDUCE || a->rank == a->root;
+    int mine = lp_on(T->result, a->rank, a->root);
     pc->n = (int)(len / a->esize);
-    pc->rb = is_root ? a->rbuf + off : NULL;
-    pc->s = (is_root && a->sbuf == a->rbuf) ? MPI_IN_PLACE : (const void *)(a->sbuf + off);
+    pc->rb = mine ? a->rbuf + off : NULL;
+    pc->s = (mine && a->sbuf == a->rbuf) ? MPI_IN_PLACE : (const void *)(a->sbuf + off);
     return rc;
 }
 
 int lp_native_issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *persistent, int *done) {
     int rc = LP_OK;
     const lp_args_t *a = l->a;
-    piece_t pc;
+    const lp_native_calls_t *N = lp_traits(a->coll)->native;
+    lp_piece_t pc;
     *done = 0;
     if (persistent) {                 /* made at init (lp_native_init) */
         LP_MPI(MPI_Start(persistent));
@@ -208,16 +231,10 @@ int lp_native_issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *p
     }
     LP_TRY(piece(a, l, k, &pc));
     if (a->blocking) {                /* nothing else to progress meanwhile: the library's own */
-        if (a->coll == LP_ALLREDUCE) LP_MPI(MPI_Allreduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->comm));
-        else if (a->coll == LP_REDUCE) LP_MPI(MPI_Reduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->root, a->comm));
-        else LP_MPI(MPI_Bcast(pc.rb, pc.n, pc.t, a->root, a->comm));
+        LP_MPI(N->blocking(&pc));
         *done = 1;
-    } else if (a->coll == LP_ALLREDUCE) {
-        LP_MPI(MPI_Iallreduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->comm, q));
-    } else if (a->coll == LP_REDUCE) {
-        LP_MPI(MPI_Ireduce(pc.s, pc.rb, pc.n, pc.t, pc.op, a->root, a->comm, q));
     } else {
-        LP_MPI(MPI_Ibcast(pc.rb, pc.n, pc.t, a->root, a->comm, q));
+        LP_MPI(N->nonblocking(&pc, q));
     }
 cleanup:
     return rc;
@@ -231,32 +248,24 @@ int lp_native_forms(void) {
 #endif
 }
 
-/* persistent requests: MPI 4's persistent collectives, made once per piece */
+/* persistent requests: MPI 4's persistent collectives, made once per piece (before MPI 4 the
+ * nonblocking ones at each start) */
 static int init(lp_req_t *r, const lp_args_t *a) {
-#if MPI_VERSION >= 4
     int rc = LP_OK;
+    const lp_native_calls_t *N = lp_traits(a->coll)->native;
+    if (!N->persistent) return LP_OK;
     size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a), n = (bytes + pb - 1) / pb;
     MPI_Request *pr;
     lp_lane_t l = {.a = a, .bytes = bytes, .cb = pb};
-    piece_t pc;
+    lp_piece_t pc;
     LP_TRY(lp_req_alloc_persistent(r, n, &pr));
     for (size_t k = 0; k < n; k++) {
         LP_TRY(piece(a, &l, k, &pc));
-        if (a->coll == LP_ALLREDUCE)
-            LP_MPI(MPI_Allreduce_init(pc.s, pc.rb, pc.n, pc.t, pc.op, a->comm, MPI_INFO_NULL, &pr[k]));
-        else if (a->coll == LP_REDUCE)
-            LP_MPI(MPI_Reduce_init(pc.s, pc.rb, pc.n, pc.t, pc.op, a->root, a->comm, MPI_INFO_NULL, &pr[k]));
-        else
-            LP_MPI(MPI_Bcast_init(pc.rb, pc.n, pc.t, a->root, a->comm, MPI_INFO_NULL, &pr[k]));
+        LP_MPI(N->persistent(&pc, &pr[k]));
     }
 cleanup:
     return rc;
-#else
-    (void)r; (void)a;
-    return LP_OK;
-#endif
 }
 
-const lp_sched_t lp_sched_allreduce_native = {lp_plan_one_phase, phase, host_only, init, NULL};
-const lp_sched_t lp_sched_reduce_native = {lp_plan_one_phase, phase, host_only, init, NULL};
-const lp_sched_t lp_sched_bcast_native = {lp_plan_one_phase, phase, host_only, init, NULL};
+/* one schedule for every collective: its row's calls */
+const lp_sched_t lp_sched_native = {lp_plan_one_phase, phase, host_only, init, NULL};

@@ -159,10 +159,6 @@ void lp_events_release(int first, int n) {
  *   phase 0             DEV: D2H sendbuf -> host copy (bcast: on the root)
  *   phases 1 .. n       the inner schedule's phases on the host copies (r->h)
  *   phase n + 1         DEV: H2D host result -> recvbuf (where this rank has a result) */
-static int has_result(const lp_args_t *a) {
-    int is_root = a->rank == a->root;
-    return a->coll == LP_ALLREDUCE || (a->coll == LP_REDUCE && is_root) || (a->coll == LP_BCAST && !is_root);
-}
 
 /* the host copies' arguments (pinned area: sendbuf's copy, then recvbuf's unless in place) */
 static void host_args(lp_req_t *r, const lp_args_t *a, lp_args_t *h) {
@@ -194,7 +190,7 @@ static int whole_phase(lp_req_t *r, const lp_args_t *a, int i) {
     size_t bytes = a->count * a->esize;
     host_args(r, a, &r->h);
     if (i == 0) {
-        if (a->coll != LP_BCAST || a->rank == a->root) {
+        if (lp_on(lp_traits(a->coll)->input, a->rank, a->root)) {
             lp_lane_t *l = lp_lane_dev(r, a, 1, bytes, 0);
             lp_lane_region(l, 0, r->h.sbuf);
             lp_lane_region(l, 1, a->sbuf);
@@ -202,7 +198,7 @@ static int whole_phase(lp_req_t *r, const lp_args_t *a, int i) {
         }
     } else if (i < r->nphases - 1) {
         return r->inner->phase(r, &r->h, i - 1);
-    } else if (has_result(a)) {
+    } else if (lp_on(lp_traits(a->coll)->result, a->rank, a->root)) {
         lp_lane_t *l = lp_lane_dev(r, a, 1, bytes, 0);
         lp_lane_region(l, 0, a->rbuf);
         lp_lane_region(l, 1, r->h.rbuf);

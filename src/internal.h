@@ -35,7 +35,8 @@ typedef struct lp_args {
     lp_coll_t coll;
     const char *sbuf;       /* data contributed by this rank (bcast: the buffer) */
     char *rbuf;             /* result (reduce: root only, NULL elsewhere) */
-    size_t count;           /* elements */
+    size_t count;           /* elements of a block (lp_colls[coll].sblocks / rblocks say how many
+                               blocks each buffer holds) */
     lp_dtype_t dt;
     size_t esize;           /* bytes per element */
     lp_op_t op;
@@ -77,6 +78,17 @@ typedef struct lp_args {
 void lp_chain_at(const lp_args_t *a, int head, int dir, int *v, int *left, int *right);
 static inline int lp_chain_first(const lp_args_t *a) { return a->order ? a->order[0] : 0; }
 static inline int lp_chain_last(const lp_args_t *a) { return a->order ? a->order[a->size - 1] : a->size - 1; }
+/* LP's chains for a call (alg_lp.c; the staged pipeline uses the same): from the collective's
+ * row, partial sums go up the chain where it reduces, finished chunks come down where ranks
+ * other than the head get the result; a collective with a root has one chain from the root,
+ * one without two opposite chains, each carrying half of the message (their heads share the
+ * reduction work).  Returns how many (1 or 2). */
+typedef struct {
+    int up, down, head, dir;
+    size_t base, bytes;     /* the part of the message it carries */
+    int tag_up, tag_down;   /* relative to tag0 */
+} lp_chain_spec_t;
+int lp_chain_specs(const lp_args_t *a, lp_chain_spec_t s[2]);
 /* the allreduce result its broadcast/allgather part moves, and its element size: recvbuf, or
  * acc_dtype's 16-bit result */
 static inline char *lp_result_buf(const lp_args_t *a, size_t *es) {
@@ -125,6 +137,45 @@ static inline void lp_fence_nt(int nt) {
 #else
     (void)nt;
 #endif
+}
+
+/* ---- the collectives as rows (registry.c: lp_colls), beside the algorithm registry ----
+ * Every "which collective is this?" question of the engine reads its row: who brings data,
+ * whose buffer the call writes, whether it reduces, whether it has a root, how many blocks of
+ * `count` elements each buffer holds, and the MPI library's own calls (alg_native.c).  A new
+ * collective is a row here, its native calls and its schedules (docs/design.md). */
+enum { LP_ON_ALL = 0, LP_ON_ROOT = 1, LP_ON_NONROOT = 2 };   /* which ranks */
+/* one piece of a native call (alg_native.c): what MPI's collective gets */
+typedef struct {
+    const void *s;
+    void *rb;
+    int n;
+    MPI_Datatype t;
+    MPI_Op op;
+    int root;
+    MPI_Comm comm;
+} lp_piece_t;
+typedef struct {                /* the MPI library's calls of one collective, on one piece */
+    int (*blocking)(const lp_piece_t *p);
+    int (*nonblocking)(const lp_piece_t *p, MPI_Request *q);
+    int (*persistent)(const lp_piece_t *p, MPI_Request *q);   /* NULL before MPI 4 */
+} lp_native_calls_t;
+typedef struct {
+    const char *name;
+    unsigned char has_op;       /* reduces: an op, its kernel, AVG's division, acc_dtype */
+    unsigned char has_root;
+    unsigned char input;        /* LP_ON_*: the ranks whose data goes in */
+    unsigned char result;       /* LP_ON_*: the ranks whose buffer the call writes */
+    unsigned char sblocks, rblocks;   /* blocks of `count` elements in sendbuf / recvbuf:
+                                         1, or 0 for P (the communicator's size) */
+    const char *mpi_name;       /* the MPI library's own collective, e.g. "MPI_Allreduce" */
+    const lp_native_calls_t *native;
+} lp_coll_traits_t;
+extern const lp_coll_traits_t lp_colls[LP_NCOLLS];
+static inline const lp_coll_traits_t *lp_traits(lp_coll_t c) { return &lp_colls[c]; }
+/* does this rank (of a call's arguments) bring data / get the result written? */
+static inline int lp_on(int which, int rank, int root) {
+    return which == LP_ON_ALL || (which == LP_ON_ROOT) == (rank == root);
 }
 
 /* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */
@@ -200,7 +251,8 @@ void lp_shm_disarm(const lp_shm_t *s, int me);
 void lp_shm_sleep(const lp_shm_t *s, int me, uint32_t v, long timeout_ns);
 /* LPMPI_SHM_SPIN_US: how long (ns) a waiter polls the counters before it sleeps; < 0: never */
 extern long lp_shm_spin_ns;
-extern const lp_sched_t lp_sched_allreduce_native, lp_sched_reduce_native, lp_sched_bcast_native;
+extern const lp_sched_t lp_sched_native;
+extern const lp_native_calls_t lp_native_allreduce, lp_native_reduce, lp_native_bcast;
 
 /* the memory areas a plan asked for (valid while the request lives) */
 enum { LP_AREA_WORK = 0, LP_AREA_PINNED = 1, LP_AREA_DEVICE = 2 };

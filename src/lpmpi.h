@@ -53,6 +53,12 @@ typedef enum {
 
 typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_NCOLLS } lp_coll_t;
 const char *lp_coll_name(lp_coll_t coll);   /* "allreduce", "reduce", "bcast" */
+/* a collective's row (registry.c): reduces, has a root, which ranks bring data and get the
+ * result (0 all, 1 the root, 2 all but the root), blocks of `count` elements in sendbuf and
+ * recvbuf (0: P); LP_ERR_ARG for an unknown collective */
+int lp_coll_traits(lp_coll_t coll, int *has_op, int *has_root, int *input, int *result,
+                   int *sblocks, int *rblocks);
+const char *lp_coll_mpi_name(lp_coll_t coll);   /* the MPI library's own: "MPI_Allreduce", ... */
 
 /* memory kind of the user's buffers: the seam for device memory */
 typedef enum { LP_MEM_HOST = 0, LP_MEM_CUDA = 1, LP_NMEMS } lp_mem_t;

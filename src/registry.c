@@ -98,15 +98,15 @@ const lp_algo_t lp_algos[] = {
     {"mst",    LP_ALLREDUCE, 0, &lp_sched_allreduce_mst,    cost_allreduce_mst,    NULL},
     {"be",     LP_ALLREDUCE, 0, &lp_sched_allreduce_be,     cost_allreduce_be,     NULL},
     {"ring",   LP_ALLREDUCE, 1, &lp_sched_allreduce_ring,   cost_allreduce_ring,   NULL},
-    {"native", LP_ALLREDUCE, 0, &lp_sched_allreduce_native, cost_allreduce_native, NULL},
+    {"native", LP_ALLREDUCE, 0, &lp_sched_native,           cost_allreduce_native, NULL},
     {"lp",     LP_REDUCE,    1, &lp_sched_lp,               cost_reduce_lp,        &lp_sched_lp_staged},
     {"mst",    LP_REDUCE,    0, &lp_sched_reduce_mst,       cost_reduce_mst,       NULL},
     {"be",     LP_REDUCE,    0, &lp_sched_reduce_be,        cost_reduce_be,        NULL},
-    {"native", LP_REDUCE,    0, &lp_sched_reduce_native,    cost_reduce_native,    NULL},
+    {"native", LP_REDUCE,    0, &lp_sched_native,           cost_reduce_native,    NULL},
     {"lp",     LP_BCAST,     1, &lp_sched_lp,               cost_bcast_lp,         &lp_sched_lp_staged},
     {"mst",    LP_BCAST,     0, &lp_sched_bcast_mst,        cost_bcast_mst,        NULL},
     {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be,         NULL},
-    {"native", LP_BCAST,     0, &lp_sched_bcast_native,     cost_bcast_native,     NULL},
+    {"native", LP_BCAST,     0, &lp_sched_native,           cost_bcast_native,     NULL},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
 
@@ -123,7 +123,27 @@ int lp_algo_find(lp_coll_t coll, const char *name) {
     return -1;
 }
 
-static const char *const coll_names[LP_NCOLLS] = {"allreduce", "reduce", "bcast"};
+/* the collectives (internal.h: lp_coll_traits_t), in lp_coll_t's order */
+const lp_coll_traits_t lp_colls[LP_NCOLLS] = {
+    /* name        op root input       result         sblocks rblocks  MPI's own calls */
+    {"allreduce",  1, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 1, "MPI_Allreduce", &lp_native_allreduce},
+    {"reduce",     1, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 1, "MPI_Reduce",    &lp_native_reduce},
+    {"bcast",      0, 1,   LP_ON_ROOT, LP_ON_NONROOT, 1, 1, "MPI_Bcast",     &lp_native_bcast},
+};
+
 static const char *const mem_names[LP_NMEMS] = {"host", "cuda"};
-const char *lp_coll_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? coll_names[c] : "?"; }
+const char *lp_coll_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? lp_colls[c].name : "?"; }
+const char *lp_coll_mpi_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? lp_colls[c].mpi_name : "?"; }
+int lp_coll_traits(lp_coll_t c, int *has_op, int *has_root, int *input, int *result, int *sblocks,
+                   int *rblocks) {
+    if ((unsigned)c >= LP_NCOLLS) return LP_ERR_ARG;
+    const lp_coll_traits_t *t = &lp_colls[c];
+    *has_op = t->has_op;
+    *has_root = t->has_root;
+    *input = t->input;
+    *result = t->result;
+    *sblocks = t->sblocks;
+    *rblocks = t->rblocks;
+    return LP_OK;
+}
 const char *lp_mem_name(lp_mem_t m) { return (unsigned)m < LP_NMEMS ? mem_names[m] : "?"; }

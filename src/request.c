@@ -169,13 +169,13 @@ static int req_get(lp_ctx_t *ctx, int kind, lp_req_t **out) {
 /* one rank: the result is the input (a logical op gives 0 or 1: x LOR x) */
 static int single_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     (void)r;
-    p->nphases = a->coll == LP_BCAST ? 0 : 1;
+    p->nphases = lp_on(lp_traits(a->coll)->result, a->rank, a->root);   /* bcast: the root has it */
     return LP_OK;
 }
 static int single_phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t bytes = a->count * a->esize;
-    if (a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR) {
+    if (lp_traits(a->coll)->has_op && (a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR)) {
         lp_lane_t *l = lp_lane_reduce(r, a, a->rbuf, a->sbuf, a->sbuf, bytes, 0);
         l->rop = LP_LOR;
         l->fn = lp_reduce_kernel(a->dt, LP_LOR);
@@ -228,7 +228,7 @@ cleanup:
 /* does r's schedule call MPI's collectives (native, itself or inside whole-buffer staging)? */
 static int issues_native(const lp_req_t *r) {
     const lp_sched_t *s = r->inner ? r->inner : r->sched;
-    return s == &lp_sched_allreduce_native || s == &lp_sched_reduce_native || s == &lp_sched_bcast_native;
+    return s == &lp_sched_native;
 }
 
 /* give a start its tags: the context's next tag range, once no active request holds it; and
@@ -278,13 +278,14 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
+    const lp_coll_traits_t *T = lp_traits(coll);
     if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
     if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
-    if (acc && (coll == LP_BCAST || dt != LP_FLOAT32 || (op != LP_SUM && op != LP_AVG) ||
+    if (acc && (!T->has_op || dt != LP_FLOAT32 || (op != LP_SUM && op != LP_AVG) ||
                 (acc_dt != LP_FLOAT16 && acc_dt != LP_BFLOAT16) || mem != LP_MEM_HOST))
         return LP_FAIL(LP_ERR_ARG, "acc: a float32 SUM or AVG allreduce/reduce on host memory, "
                        "rounded to float16 or bfloat16");
-    if (coll != LP_BCAST && !(fn = lp_reduce_kernel(dt, op)))
+    if (T->has_op && !(fn = lp_reduce_kernel(dt, op)))
         return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
     LP_TRY(lp_device_route(mem, &dev, &xport));
     if (dev) mem = LP_MEM_CUDA;                   /* emulation decides as for device memory */
@@ -295,8 +296,8 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     size_t esize = lp_dtype_size(dt), nbytes = count * esize;
     LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, acc != NULL, alg, chunk_bytes, &ch));
-    const int64_t ck[LP_CK_N] = {coll, (int64_t)count, dt, coll == LP_BCAST ? -1 : (int64_t)op,
-                                 coll == LP_ALLREDUCE ? -1 : root, ch.alg, (int64_t)ch.chunk,
+    const int64_t ck[LP_CK_N] = {coll, (int64_t)count, dt, T->has_op ? (int64_t)op : -1,
+                                 T->has_root ? root : -1, ch.alg, (int64_t)ch.chunk,
                                  kind == LP_REQ_PERSISTENT ? ctx->npersist + 1 : 0};
     if (lp_check_enabled) LP_TRY(lp_check_agree(ctx, ck, 0));
     LP_TRY(req_get(ctx, kind, &r));

@@ -95,7 +95,7 @@ lp_lane_t *lp_lane_copy(lp_req_t *r, const lp_args_t *a, void *dst, const void *
 }
 
 lp_lane_t *lp_lane_scale(lp_req_t *r, const lp_args_t *a, void *buf, size_t bytes, size_t cb) {
-    if (a->op != LP_AVG || a->coll == LP_BCAST) return NULL;
+    if (a->op != LP_AVG || !lp_traits(a->coll)->has_op) return NULL;
     lp_lane_t *l = lane_new(r, a, LP_STEP_SCALE, bytes, cb);
     lp_lane_region(l, 0, buf);
     return l;

@@ -19,8 +19,11 @@
 
 unsigned long lp_select_gen = 1;   /* starts at 1 so that zeroed cache entries never match */
 
-static int ovr_alg[LP_NCOLLS] = {-1, -1, -1};
+/* the overrides per collective, +1: 0 is none (a zeroed slot of any collective, whatever
+ * LP_NCOLLS is; an explicit {-1, -1, -1} left a fourth collective's slot at 0, "lp") */
+static int ovr_alg1[LP_NCOLLS];
 static size_t ovr_chunk[LP_NCOLLS];
+#define ovr_alg(c) (ovr_alg1[c] - 1)
 static int ovr_tp = LP_TP_MODEL;
 
 int lp_set_transport_override(int tp) {
@@ -31,14 +34,14 @@ int lp_set_transport_override(int tp) {
 }
 
 void lp_override_get(lp_coll_t coll, int *alg, size_t *chunk) {
-    *alg = ovr_alg[coll];
+    *alg = ovr_alg(coll);
     *chunk = ovr_chunk[coll];
 }
 int lp_transport_override_get(void) { return ovr_tp; }
 
 void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
     if ((int)coll < 0 || coll >= LP_NCOLLS) return;
-    ovr_alg[coll] = alg;
+    ovr_alg1[coll] = alg < 0 ? 0 : alg + 1;
     ovr_chunk[coll] = chunk;
     lp_select_gen++;
 }
@@ -48,8 +51,8 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
                         lp_mem_t mem, int acc, int node_local, lp_choice_t *out) {
     int a = -1, w = 0, src = LP_SRC_MODEL, tp = LP_TP_MODEL;
     size_t c = 0;
-    if (ovr_alg[coll] >= 0) {                                        /* 1. environment */
-        a = ovr_alg[coll];
+    if (ovr_alg(coll) >= 0) {                                        /* 1. environment */
+        a = ovr_alg(coll);
         src = LP_SRC_OVERRIDE;
     }
     /* acc_dtype: its own rows (keyed by the 16-bit message), else the float32 copy's */

@@ -187,8 +187,10 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
         if dtype.name not in ("float16", "bfloat16") or a.op not in ("sum", "avg") or a.memory != "host":
             p.error("--acc-dtype float32 needs --dtype float16 or bfloat16, --op sum or avg and host "
                     f"memory (got {dtype.name}, {a.op}, {a.memory})")
-        if "bcast" in a.collectives:
-            p.error("--acc-dtype: bcast has no reduction; use --collectives allreduce,reduce")
+        plain = [c for c in a.collectives if not engine.collective_info(c).has_op]
+        if plain:
+            p.error(f"--acc-dtype: {', '.join(plain)} has no reduction; use --collectives "
+                    + ",".join(c for c in engine.COLLECTIVES if engine.collective_info(c).has_op))
     out_dir = os.path.dirname(os.path.abspath(a.out or "."))
     if not os.access(out_dir, os.W_OK):
         p.error(f"--out: cannot write into {out_dir}")

@@ -188,27 +188,33 @@ def make_call(
     """A no-argument callable running one collective of ``case`` on ``bufs`` (acc_dtype: passed
     to lpmpi's allreduce and reduce; mpi4py's own collectives and gloo have none), over the
     case's transport when it has one (:func:`with_transport`)."""
-    if acc_dtype is not None and (case.label == GLOO or case.algorithm is None or collective == "bcast"):
+    info = engine.collective_info(collective)
+    if acc_dtype is not None and (case.label == GLOO or case.algorithm is None or not info.has_op):
         raise ValueError(f"acc_dtype: lpmpi's allreduce and reduce only, not {case.label} {collective}")
     if case.label == GLOO:
         return gloo_call(collective, bufs, op)
-    if case.algorithm is None:  # mpi4py's own collective
-        if collective == "allreduce":
-            return functools.partial(comm.Allreduce, bufs.send, bufs.recv, op=mpi_op(op))
-        if collective == "reduce":
-            recv = bufs.recv if comm.Get_rank() == root else None
-            return functools.partial(comm.Reduce, bufs.send, recv, op=mpi_op(op), root=root)
-        return functools.partial(comm.Bcast, bufs.send, root=root)
+    if case.algorithm is None:  # mpi4py's own collective (recvbuf on the ranks that get one)
+        args: tuple[Any, ...] = (bufs.send,)
+        if info.has_recvbuf:
+            args += (bufs.recv if info.gets_result(comm.Get_rank(), root) else None,)
+        kw_mpi: dict[str, Any] = {}
+        if info.has_op:
+            kw_mpi["op"] = mpi_op(op)
+        if info.has_root:
+            kw_mpi["root"] = root
+        return functools.partial(getattr(comm, info.mpi4py_name), *args, **kw_mpi)
     kw: dict[str, Any] = {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
     if acc_dtype is not None:
         kw["acc_dtype"] = acc_dtype
-    if collective == "allreduce":
-        call = functools.partial(lpmpi.allreduce, bufs.send, bufs.recv, op, comm, **kw)
-    elif collective == "reduce":
-        call = functools.partial(lpmpi.reduce, bufs.send, bufs.recv, op, root, comm, **kw)
-    else:
-        call = functools.partial(lpmpi.bcast, bufs.send, root, comm, **kw)
+    call = functools.partial(lpmpi_function(collective), *info.lpmpi_args(bufs.send, bufs.recv, op, root, comm), **kw)
     return with_transport(call, case.transport)
+
+
+def lpmpi_function(collective: str, form: str = "blocking") -> Callable[..., Any]:
+    """lpmpi's call of ``collective`` in ``form`` ("blocking": ``allreduce``, "nonblocking":
+    ``iallreduce``, "persistent": ``allreduce_init``)."""
+    name = {"blocking": "{}", "nonblocking": "i{}", "persistent": "{}_init"}[form].format(collective)
+    return getattr(lpmpi, name)
 
 
 GLOO_OPS = {"sum": "SUM", "prod": "PRODUCT", "max": "MAX", "min": "MIN", "band": "BAND",

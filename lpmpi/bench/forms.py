@@ -51,7 +51,17 @@ import lpmpi
 from lpmpi import engine
 from lpmpi._units import format_bytes
 from lpmpi.bench import harness
-from lpmpi.bench.cases import AUTO, NATIVE, Case, Row, Settings, bus_factor, make_call, with_transport
+from lpmpi.bench.cases import (
+    AUTO,
+    NATIVE,
+    Case,
+    Row,
+    Settings,
+    bus_factor,
+    lpmpi_function,
+    make_call,
+    with_transport,
+)
 from lpmpi.bench.memory import selection_memory
 from lpmpi.bench.report import format_row, format_table_header
 from lpmpi.bench.verify import check_case, make_buffers, native_reference, same_result
@@ -65,26 +75,18 @@ def _kw(case: Case) -> dict[str, Any]:
     return {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
 
 
+def _args(s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Any, ...]:
+    return engine.collective_info(s.collective).lpmpi_args(bufs.send, bufs.recv, s.op, s.root, comm)
+
+
 def _nonblocking(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> Callable[[], Any]:
-    kw = _kw(case)
-    if s.collective == "allreduce":
-        start = functools.partial(lpmpi.iallreduce, bufs.send, bufs.recv, s.op, comm, **kw)
-    elif s.collective == "reduce":
-        start = functools.partial(lpmpi.ireduce, bufs.send, bufs.recv, s.op, s.root, comm, **kw)
-    else:
-        start = functools.partial(lpmpi.ibcast, bufs.send, s.root, comm, **kw)
+    start = functools.partial(lpmpi_function(s.collective, "nonblocking"), *_args(s, bufs, comm), **_kw(case))
     return with_transport(lambda: start().wait(), case.transport)
 
 
 def _persistent(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Callable[[], Any], Any]:
-    kw = _kw(case)
     with engine.transport(case.transport):         # the request's transport is decided here
-        if s.collective == "allreduce":
-            req = lpmpi.allreduce_init(bufs.send, bufs.recv, s.op, comm, **kw)
-        elif s.collective == "reduce":
-            req = lpmpi.reduce_init(bufs.send, bufs.recv, s.op, s.root, comm, **kw)
-        else:
-            req = lpmpi.bcast_init(bufs.send, s.root, comm, **kw)
+        req = lpmpi_function(s.collective, "persistent")(*_args(s, bufs, comm), **_kw(case))
 
     def call() -> Any:
         req.start()
@@ -109,7 +111,7 @@ def _check_inplace(comm: MPI.Comm, s: Settings, case: Case, orig: np.ndarray, re
     _inplace(case, s, buf, comm)()
     why = None
     full = reference[2]
-    if (s.collective == "allreduce" or comm.Get_rank() == s.root) and full is not None:
+    if engine.collective_info(s.collective).gets_result(comm.Get_rank(), s.root) and full is not None:
         got = s.backend.to_host(buf).reshape(-1)
         if not same_result(got, full.reshape(-1), s.dtype, comm.Get_size()):
             why = "in-place result differs from native's"
@@ -126,9 +128,10 @@ def _fresh(s: Settings, call: Callable[[], Any], buf: Any, orig: np.ndarray, ran
 def _result_of(s: Settings, form: str, bufs: Any, inplace_buf: Any, rank: int) -> Any:
     """The buffer a call of ``form`` leaves its result in on this rank (None: no result here,
     reduce off the root)."""
-    if s.collective == "bcast":
+    info = engine.collective_info(s.collective)
+    if not info.has_recvbuf:
         return bufs.send
-    if s.collective == "reduce" and rank != s.root:
+    if not info.gets_result(rank, s.root):
         return None
     return inplace_buf if form == "inplace" else bufs.recv
 
@@ -151,9 +154,10 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
     """Every (case, form) of one size, measured together; rows in (case, form) order."""
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     nbytes = count * s.dtype.itemsize
-    root = s.root if s.collective != "allreduce" else None
+    info = engine.collective_info(s.collective)
+    root = s.root if info.has_root else None
     bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root)
-    inplace_buf = s.backend.from_host(bufs.orig) if s.collective != "bcast" else None
+    inplace_buf = s.backend.from_host(bufs.orig) if info.has_recvbuf else None
     native = None
     if NATIVE in lpmpi.algorithms(s.collective):
         native = make_call(Case(NATIVE, NATIVE), s.collective, bufs, s.op, s.root, comm)

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from lpmpi import engine
+
 #: a no-argument callable running one collective (the thing timed)
 Call = Callable[[], Any]
 
@@ -51,7 +53,7 @@ def refilled(call: Call, backend: Any, buf: Any, orig: Any, collective: str, ran
     ``copy_from_host``) before each timed repetition, untimed: an application writes its input
     before each call, so the call does not find it where the previous call left it.  A bcast
     off the root has no input (its buffer is the output): ``call`` as it is."""
-    if collective == "bcast" and rank != root:
+    if not engine.collective_info(collective).brings_input(rank, root):
         return call
     return Prepared(call, functools.partial(backend.copy_from_host, buf, orig))
 

@@ -13,6 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import lpmpi
+from lpmpi import engine
 from lpmpi.bench import harness
 from lpmpi.bench.bound import BOUND_MIN_BYTES, bound_seconds
 from lpmpi.bench.cases import AUTO, NATIVE, Case, Row, Settings, bus_factor, make_call
@@ -28,7 +29,7 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
     """Measure and check every case at one message size; rows in ``cases`` order."""
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     nbytes = count * s.dtype.itemsize
-    root = s.root if s.collective != "allreduce" else None
+    root = s.root if engine.collective_info(s.collective).has_root else None
     bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root)
     reference = NO_REFERENCE
     if s.check:
@@ -96,7 +97,7 @@ def run_collective(
     out("")
     out(
         f"# {s.collective}  dtype={s.dtype.name}  op={s.op}"
-        + (f"  root={s.root}" if s.collective != "allreduce" else "")
+        + (f"  root={s.root}" if engine.collective_info(s.collective).has_root else "")
         + f"  P={nprocs}"
     )
     out(format_table_header())

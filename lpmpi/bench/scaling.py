@@ -24,6 +24,7 @@ from typing import Any
 
 from mpi4py import MPI
 
+from lpmpi import engine
 from lpmpi._units import format_bytes
 from lpmpi.bench.cases import Case, Row, Settings
 from lpmpi.bench.report import format_row
@@ -52,7 +53,7 @@ def run_scaling(
     if nprocs < 2:
         out("# --scaling needs at least 2 processes")
         return rows, {}
-    if s.collective != "allreduce" and s.root != 0:
+    if engine.collective_info(s.collective).has_root and s.root != 0:
         out("# --scaling: root 0 is used on every sub-communicator")
     s_sub = replace(s, root=0)
     for k in range(2, nprocs + 1):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from lpmpi import engine
 from lpmpi.bench.cases import NATIVE, Buffers, Settings
 from lpmpi.bench.harness import probe
 from lpmpi.bench.memory import HostMemory
@@ -139,7 +140,7 @@ def make_buffers(
     """Allocate this rank's buffers for one message size, filled with its :func:`pattern`
     (outputs with the sentinel)."""
     idx = np.arange(count, dtype=np.uint64)
-    if collective == "bcast":
+    if not engine.collective_info(collective).has_recvbuf:   # bcast: the root's data
         orig = pattern(idx, root, dtype, op)
         buf = backend.from_host(orig)
         if rank != root:
@@ -162,9 +163,10 @@ def native_reference(
     native failed or differs from numpy; its own row then reports that.
     """
     rank, nprocs = comm.Get_rank(), comm.Get_size()
-    if s.collective == "bcast":
+    info = engine.collective_info(s.collective)
+    if not info.has_recvbuf:
         return NO_REFERENCE
-    holds_result = s.collective == "allreduce" or rank == s.root
+    holds_result = info.gets_result(rank, s.root)
     idx = sample_indices(count) if holds_result else None
     expected = expected_values(idx, nprocs, s.dtype, s.op) if idx is not None else None
     if native_call is None:
@@ -211,8 +213,9 @@ def check_case(
     rank's reason.
     """
     rank, nprocs, be = comm.Get_rank(), comm.Get_size(), s.backend
+    info = engine.collective_info(s.collective)
     why: str | None = None
-    if s.collective == "bcast":
+    if not info.has_recvbuf:
         if rank != s.root:
             be.fill_bytes(bufs.send, SENTINEL)
         call()
@@ -227,7 +230,7 @@ def check_case(
         idx, expected, full = reference
         if not np.array_equal(_flat_bytes(send), _flat_bytes(bufs.orig)):
             why = "input modified: " + _diff(send, bufs.orig, "the input")
-        elif s.collective == "reduce" and rank != s.root:
+        elif not info.gets_result(rank, s.root):
             if not np.all(_flat_bytes(result) == SENTINEL):
                 why = "recvbuf written on a non-root rank"
         elif full is not None and not same_result(result, full, s.dtype, nprocs):
@@ -236,7 +239,7 @@ def check_case(
             sample = result[idx.astype(np.intp)]
             if not same_result(sample, expected, s.dtype, nprocs):
                 why = _diff(sample, expected, "numpy (sampled)", idx)
-        if s.collective == "allreduce":
+        if info.result == "all":
             digests = comm.allgather(zlib.crc32(_flat_bytes(result)))
             if why is None and len(set(digests)) > 1:
                 why = "results differ between ranks"
