@@ -22,6 +22,8 @@ cdef extern from "lpmpi.h" nogil:
         LP_ALLREDUCE
         LP_REDUCE
         LP_BCAST
+        LP_ALLGATHER
+        LP_REDUCE_SCATTER
         LP_MEM_HOST
         LP_MEM_CUDA
         LP_BFLOAT16

@@ -804,6 +804,61 @@ cdef int _check_pair(Buf *s, Buf *r, str sname, str rname) except -1:
                          f"same array for in place, or arrays that do not overlap")
     return 0
 
+cdef tuple _shape_of(obj):
+    """The input's shape (numpy, torch, JAX/DLPack objects with .shape, the buffer protocol)."""
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        if hasattr(type(obj), "__dlpack__"):
+            raise TypeError(f"recvbuf=None: the result's shape comes from sendbuf's, and "
+                            f"{type(obj).__qualname__} has no .shape: pass recvbuf")
+        shape = memoryview(obj).shape
+    return tuple(int(d) for d in shape)
+
+cdef object _alloc_shaped(obj, int dtype, tuple shape):
+    """recvbuf=None of a collective whose result's shape differs from the input's: an array of
+    the input's kind (numpy for numpy, buffer-protocol and DLPack input; torch for torch)."""
+    if cnp.PyArray_Check(obj):
+        return np.empty(shape, obj.dtype)
+    if _is_torch(obj):
+        import torch
+        return torch.empty(shape, dtype=obj.dtype, device=obj.device)
+    return np.empty(shape, _np_dtype(dtype))
+
+cdef object _alloc_blocks(obj, int dtype, int P):
+    """allgather's recvbuf=None: P blocks of the input's shape, shape (P,) + sendbuf.shape."""
+    return _alloc_shaped(obj, dtype, (P,) + _shape_of(obj))
+
+cdef object _alloc_block(obj, int dtype, size_t count, int P):
+    """reduce_scatter's recvbuf=None: one block: sendbuf.shape[1:] when sendbuf's first axis
+    is the P blocks (and it has more than one), else 1-D of count elements."""
+    shape = _shape_of(obj)
+    if len(shape) > 1 and shape[0] == P:
+        return _alloc_shaped(obj, dtype, shape[1:])
+    return _alloc_shaped(obj, dtype, (count,))
+
+cdef int _check_blocks(Buf *one, Buf *many, str oname, str mname, int P) except -1:
+    """A one-block buffer and a P-block buffer of one call: same dtype and memory kind, P times
+    the elements, no byte in common."""
+    if one.dtype != many.dtype:
+        raise TypeError(f"{oname} and {mname} have different dtypes "
+                        f"({DTYPE_NAMES[one.dtype]} and {DTYPE_NAMES[many.dtype]})")
+    if many.count != <size_t>P * one.count:
+        raise ValueError(f"{mname} must hold {P} blocks of {oname}'s {one.count} elements "
+                         f"({<size_t>P * one.count}), not {many.count}")
+    if one.mem != many.mem:
+        raise TypeError(f"{oname} and {mname} must both be host or both be device arrays")
+    cdef size_t es = lp_dtype_size(one.dtype), n1 = one.count * es, n2 = many.count * es
+    if n1 and one.ptr < many.ptr + n2 and many.ptr < one.ptr + n1:
+        raise ValueError(f"{oname} and {mname} overlap in memory; for in place pass "
+                         f"sendbuf=lpmpi.IN_PLACE")
+    return 0
+
+cdef int _host_only(Buf *b, str coll) except -1:
+    if b.mem:
+        raise TypeError(f"{coll} on device memory is not implemented yet: pass host buffers "
+                        f"(numpy, CPU tensors)")
+    return 0
+
 cdef int _check_op(int op, int dtype) except -1:
     if not lp_op_valid(dtype, op):
         raise TypeError(f"op {OP_NAMES[op]!r} is not defined on dtype {DTYPE_NAMES[dtype]}")
@@ -888,6 +943,7 @@ cdef class Message:
     cdef MPI_Comm comm
     cdef int coll, op, root, alg, size
     cdef size_t chunk
+    cdef size_t count             # the engine's count: elements of one block (lpmpi.h)
     cdef char *rptr               # the result's buffer (NULL on the non-roots of reduce)
     cdef char *sptr               # what the engine reads (s.ptr; acc: the float32 copy)
     cdef int edtype               # the engine's element type (s.dtype; acc: float32)
@@ -939,6 +995,7 @@ cdef class Message:
         m.rptr = m.r.ptr
         m.sptr = m.s.ptr
         m.edtype = m.s.dtype
+        m.count = m.s.count
         if m.acc:
             m.acc_in, m.acc_out = m.s.ptr, m.r.ptr
         m.keep_s = send
@@ -985,6 +1042,7 @@ cdef class Message:
         m.rptr = m.r.ptr if is_root else NULL
         m.sptr = m.s.ptr
         m.edtype = m.s.dtype
+        m.count = m.s.count
         if m.acc:
             m.acc_in, m.acc_out = m.s.ptr, m.rptr
         m.keep_s = send
@@ -1013,8 +1071,98 @@ cdef class Message:
         m.rptr = m.s.ptr
         m.sptr = m.s.ptr
         m.edtype = m.s.dtype
+        m.count = m.s.count
         m.keep_s = buf
         m.result = buf
+        return m
+
+    @staticmethod
+    cdef Message for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes):
+        cdef Message m = Message.__new__(Message)
+        cdef object send = None
+        cdef int rank = 0
+        _comm(comm, &m.comm, &m.size)
+        try:
+            m.coll = LP_ALLGATHER
+            m.op = LP_SUM
+            m.alg = _alg_index(LP_ALLGATHER, algorithm)
+            m.chunk = _chunk(chunk_bytes)
+            inplace = sendbuf is _IN_PLACE or (recvbuf is not None and sendbuf is recvbuf)
+            if inplace:
+                if recvbuf is None:
+                    raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
+                _get_buf(recvbuf, "recvbuf", &m.r)
+                if m.r.count % <size_t>m.size:
+                    raise ValueError(f"recvbuf: in place, it holds the {m.size} blocks of the "
+                                     f"communicator's ranks, so its {m.r.count} elements must "
+                                     f"divide by {m.size}")
+                m.count = m.r.count // <size_t>m.size
+                _alias(&m.s, &m.r)
+            else:
+                send = sendbuf
+                _get_buf(send, "sendbuf", &m.s)
+                m.count = m.s.count
+                if recvbuf is None:
+                    recvbuf = _alloc_blocks(send, m.s.dtype, m.size)
+                    m.to_jax = not cnp.PyArray_Check(send) and _is_jax(send)
+                _get_buf(recvbuf, "recvbuf", &m.r)
+                _check_blocks(&m.s, &m.r, "sendbuf", "recvbuf", m.size)
+            if m.r.readonly:
+                raise ValueError("recvbuf is read-only")
+            _host_only(&m.s, "allgather")
+        except BaseException:
+            _local_error(m.comm)
+            raise
+        MPI_Comm_rank(m.comm, &rank)
+        m.rptr = m.r.ptr
+        m.sptr = m.r.ptr if inplace else m.s.ptr
+        m.edtype = m.r.dtype
+        m.keep_s = send
+        m.keep_r = recvbuf
+        m.result = recvbuf
+        return m
+
+    @staticmethod
+    cdef Message for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype=None):
+        cdef Message m = Message.__new__(Message)
+        cdef object send = None
+        _comm(comm, &m.comm, &m.size)
+        try:
+            m.coll = LP_REDUCE_SCATTER
+            m.op = _op(op)
+            m.alg = _alg_index(LP_REDUCE_SCATTER, algorithm)
+            m.chunk = _chunk(chunk_bytes)
+            if acc_dtype is not None:
+                raise TypeError("acc_dtype: reduce_scatter does not take it yet (allreduce and "
+                                "reduce do)")
+            inplace = sendbuf is _IN_PLACE or (recvbuf is not None and sendbuf is recvbuf)
+            send = _input(sendbuf, recvbuf)
+            _get_buf(send, "recvbuf" if sendbuf is _IN_PLACE else "sendbuf", &m.s)
+            _check_op(m.op, m.s.dtype)
+            if m.s.count % <size_t>m.size:
+                raise ValueError(f"{'recvbuf' if sendbuf is _IN_PLACE else 'sendbuf'} holds one block "
+                                 f"per rank, so its {m.s.count} elements must divide by {m.size}")
+            m.count = m.s.count // <size_t>m.size
+            if inplace:
+                _alias(&m.r, &m.s)
+            else:
+                if recvbuf is None:
+                    recvbuf = _alloc_block(send, m.s.dtype, m.s.count // <size_t>m.size, m.size)
+                    m.to_jax = not cnp.PyArray_Check(send) and _is_jax(send)
+                _get_buf(recvbuf, "recvbuf", &m.r)
+                _check_blocks(&m.r, &m.s, "recvbuf", "sendbuf", m.size)
+            if m.r.readonly:
+                raise ValueError("recvbuf is read-only")
+            _host_only(&m.s, "reduce_scatter")
+        except BaseException:
+            _local_error(m.comm)
+            raise
+        m.rptr = m.r.ptr
+        m.sptr = m.s.ptr
+        m.edtype = m.s.dtype
+        m.keep_s = send
+        m.keep_r = recvbuf
+        m.result = recvbuf
         return m
 
     cdef int prepare(self) except -1:
@@ -1052,11 +1200,11 @@ cdef class Message:
             _debug_log(self)
         if kind == LP_REQ_BLOCKING or _check_enabled or nbytes > _START_WITH_GIL:
             with nogil:
-                rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.s.count,
+                rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.count,
                                 self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
                                 self.acc_out if self.acc else NULL, self.s.dtype)
         else:
-            rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.s.count,
+            rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.count,
                             self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
                             self.acc_out if self.acc else NULL, self.s.dtype)
         if rc != LP_OK:
@@ -1168,6 +1316,40 @@ def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
     >>> x = lpmpi.bcast(np.arange(4.0), root=0)   # doctest: +SKIP
     """
     cdef Message m = Message.for_bcast(buf, root, comm, algorithm, chunk_bytes)
+    m.run()
+    return m.result
+
+
+def allgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Gather every rank's ``sendbuf`` into ``recvbuf`` on every rank: block r (C order) is
+    rank r's (MPI_Allgather).
+
+    Returns ``recvbuf`` (new, shape ``(P,) + sendbuf.shape``, when None).  In place:
+    ``sendbuf`` is ``lpmpi.IN_PLACE`` and each rank's block is already at its place in
+    ``recvbuf``.  Host memory.
+
+    >>> import numpy as np, lpmpi
+    >>> y = lpmpi.allgather(np.full(4, 1.0))   # doctest: +SKIP
+    """
+    cdef Message m = Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes)
+    m.run()
+    return m.result
+
+
+def reduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
+                   chunk_bytes=None, acc_dtype=None):
+    """Reduce block r of every rank's ``sendbuf`` (P blocks) into ``recvbuf`` on rank r
+    (MPI_Reduce_scatter_block).
+
+    Returns ``recvbuf`` (new when None: ``sendbuf.shape[1:]`` when its first axis is the P
+    blocks, else 1-D).  In place: ``sendbuf`` is ``lpmpi.IN_PLACE``, ``recvbuf`` holds the P
+    blocks and the result lands in its first block.  Host memory.
+
+    >>> import numpy as np, lpmpi
+    >>> y = lpmpi.reduce_scatter(np.ones((2, 4)))   # doctest: +SKIP
+    """
+    cdef Message m = Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                                acc_dtype)
     m.run()
     return m.result
 
@@ -1447,6 +1629,32 @@ def reduce_init(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm
 def bcast_init(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
     """Persistent :func:`bcast` (see :func:`allreduce_init`)."""
     return Request.make(Message.for_bcast(buf, root, comm, algorithm, chunk_bytes), LP_REQ_PERSISTENT)
+
+
+def iallgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Nonblocking :func:`allgather`; ``wait()`` returns recvbuf."""
+    return Request.make(Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes),
+                        LP_REQ_NONBLOCKING)
+
+
+def ireduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
+                    chunk_bytes=None, acc_dtype=None):
+    """Nonblocking :func:`reduce_scatter`; ``wait()`` returns recvbuf."""
+    return Request.make(Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                                   acc_dtype), LP_REQ_NONBLOCKING)
+
+
+def allgather_init(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Persistent :func:`allgather` (see :func:`allreduce_init`)."""
+    return Request.make(Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes),
+                        LP_REQ_PERSISTENT)
+
+
+def reduce_scatter_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
+                        chunk_bytes=None, acc_dtype=None):
+    """Persistent :func:`reduce_scatter` (see :func:`allreduce_init`)."""
+    return Request.make(Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                                   acc_dtype), LP_REQ_PERSISTENT)
 
 
 def waitall(requests):

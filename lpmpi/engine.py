@@ -66,6 +66,17 @@ class Collective:
         return not (self.input == "root" and self.result == "nonroot")
 
     @property
+    def takes_acc_dtype(self) -> bool:
+        """True for the collectives whose calls take acc_dtype (allreduce, reduce)."""
+        return self.has_op and bool(self.send_blocks and self.recv_blocks)
+
+    @property
+    def same_everywhere(self) -> bool:
+        """True when every rank gets the same result (allreduce, allgather; not reduce_scatter,
+        whose ranks each get their own block)."""
+        return self.result == "all" and self.send_blocks != 0
+
+    @property
     def mpi4py_name(self) -> str:
         """mpi4py's method of the MPI collective: "Allreduce", "Reduce_scatter_block", ..."""
         return self.mpi_name.removeprefix("MPI_")

@@ -30,6 +30,7 @@
 #include "internal.h"
 #include <pthread.h>
 #include <stdatomic.h>
+#include <limits.h>
 #include <stdio.h>
 
 /* lpmpi's user types and ops: created once, by the first thread that needs them, under a lock
@@ -179,15 +180,48 @@ static int bcast_p(const lp_piece_t *p, MPI_Request *q) {
 #define reduce_p NULL
 #define bcast_p NULL
 #endif
+static int allgather_b(const lp_piece_t *p) {
+    return MPI_Allgather(p->s, p->n, p->t, p->rb, p->n, p->t, p->comm);
+}
+static int allgather_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Iallgather(p->s, p->n, p->t, p->rb, p->n, p->t, p->comm, q);
+}
+static int reduce_scatter_b(const lp_piece_t *p) {
+    return MPI_Reduce_scatter_block(p->s, p->rb, p->n, p->t, p->op, p->comm);
+}
+static int reduce_scatter_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Ireduce_scatter_block(p->s, p->rb, p->n, p->t, p->op, p->comm, q);
+}
+#if MPI_VERSION >= 4
+static int allgather_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Allgather_init(p->s, p->n, p->t, p->rb, p->n, p->t, p->comm, MPI_INFO_NULL, q);
+}
+static int reduce_scatter_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Reduce_scatter_block_init(p->s, p->rb, p->n, p->t, p->op, p->comm, MPI_INFO_NULL, q);
+}
+#else
+#define allgather_p NULL
+#define reduce_scatter_p NULL
+#endif
 const lp_native_calls_t lp_native_allreduce = {allreduce_b, allreduce_nb, allreduce_p};
+const lp_native_calls_t lp_native_allgather = {allgather_b, allgather_nb, allgather_p};
+const lp_native_calls_t lp_native_reduce_scatter = {reduce_scatter_b, reduce_scatter_nb, reduce_scatter_p};
 const lp_native_calls_t lp_native_reduce = {reduce_b, reduce_nb, reduce_p};
 const lp_native_calls_t lp_native_bcast = {bcast_b, bcast_nb, bcast_p};
 
 /* ---- the schedule: one phase, a NATIVE lane over the pieces of the message (each at most the
  * largest MPI message, element-wise ops allow it) and, for AVG, a SCALE lane after it ---- */
+/* element-wise collectives go in pieces of at most the largest MPI message; one with blocks
+ * per rank (allgather, reduce_scatter) in one call, `count` elements of the block's type */
+static int whole(const lp_args_t *a) { return lp_traits(a->coll)->sblocks != lp_traits(a->coll)->rblocks; }
+static size_t pieces_of(const lp_args_t *a) {
+    size_t bytes = a->count * a->esize;
+    return whole(a) && bytes ? bytes : lp_piece_bytes(a);
+}
+
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
-    size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a);
+    size_t bytes = a->count * a->esize, pb = pieces_of(a);
     lp_lane_t *nat = lp_lane_native(r, a, a->sbuf, a->rbuf, bytes, pb);
     if (lp_on(lp_traits(a->coll)->result, a->rank, a->root))   /* AVG's division (else no lane) */
         lp_lane_after(lp_lane_scale(r, a, a->rbuf, bytes, pb), nat, 0);
@@ -205,6 +239,19 @@ static int piece(const lp_args_t *a, const lp_lane_t *l, size_t k, lp_piece_t *p
     const lp_coll_traits_t *T = lp_traits(a->coll);
     *pc = (lp_piece_t){NULL, NULL, 0, MPI_BYTE, MPI_OP_NULL, a->root, a->comm};
     size_t off = k * l->cb, len = l->bytes - off < l->cb ? l->bytes - off : l->cb;
+    if (whole(a)) {                   /* count elements per block, one call */
+        int rc = LP_OK;
+        if (a->count > (size_t)INT_MAX)
+            return LP_FAIL(LP_ERR_ARG, "native %s: blocks of more than %d elements need several "
+                           "MPI calls (not implemented): use algorithm=\"ring\"", T->name, INT_MAX);
+        if (T->has_op) rc = native_pair(a->dt, a->op, &pc->t, &pc->op);
+        else if ((pc->t = builtin_type(a->dt)) == MPI_DATATYPE_NULL && (rc = user_init()) == LP_OK)
+            pc->t = user_type[a->dt];
+        pc->n = (int)a->count;
+        pc->rb = a->rbuf;
+        pc->s = a->sbuf == a->rbuf ? MPI_IN_PLACE : (const void *)a->sbuf;
+        return rc;
+    }
     if (!T->has_op) {                 /* data moves as it is: bytes */
         pc->rb = a->rbuf + off;
         pc->n = (int)len;
@@ -254,7 +301,7 @@ static int init(lp_req_t *r, const lp_args_t *a) {
     int rc = LP_OK;
     const lp_native_calls_t *N = lp_traits(a->coll)->native;
     if (!N->persistent) return LP_OK;
-    size_t bytes = a->count * a->esize, pb = lp_piece_bytes(a), n = (bytes + pb - 1) / pb;
+    size_t bytes = a->count * a->esize, pb = pieces_of(a), n = (bytes + pb - 1) / pb;
     MPI_Request *pr;
     lp_lane_t l = {.a = a, .bytes = bytes, .cb = pb};
     lp_piece_t pc;

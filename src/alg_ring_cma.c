@@ -42,9 +42,51 @@ enum { XCH = 7 };                 /* peers per exchange phase: 2 XCH lanes <= LP
 typedef struct { char *sbuf, *rbuf; } addr_t;
 
 static int xch_phases(int P) { return (P - 1 + XCH - 1) / XCH; }
+/* the blocks: allreduce's P near-equal blocks of its one buffer, block b owned by rank b - 1
+ * (ring's); reduce_scatter's and allgather's blocks of `count` elements, block r rank r's */
+static int uniform(const lp_args_t *a) { return a->coll != LP_ALLREDUCE; }
+static int owned(const lp_args_t *a, int rank) { return uniform(a) ? rank : lp_ring_owned(rank, a->size); }
+static void blk(const lp_args_t *a, int b, size_t *off, size_t *len) {
+    if (uniform(a)) {
+        *off = (size_t)b * a->count;
+        *len = a->count;
+    } else {
+        lp_block(a->count, a->size, b, off, len);
+    }
+}
 static size_t slot_bytes(const lp_args_t *a) {
-    size_t blk = (a->count / (size_t)a->size + 1) * a->esize, cb = a->chunk_elems * a->esize;
-    return cb < blk ? cb : blk;
+    size_t b = (uniform(a) ? a->count : a->count / (size_t)a->size + 1) * a->esize;
+    size_t cb = a->chunk_elems * a->esize;
+    return cb < b ? cb : b;
+}
+
+/* the stages of each collective (an exchange stage takes xch_phases(P) phases, a local one 1):
+ *   allreduce                 hello, reduce, mid, gather, end
+ *   reduce_scatter            hello, reduce, end      (in place: reduce into scratch, mid, copy)
+ *   allgather                 hello, gather, end */
+enum { ST_HELLO, ST_REDUCE, ST_MID, ST_COPY, ST_GATHER, ST_END };
+static int stages(const lp_args_t *a, int st[6]) {
+    int n = 0;
+    st[n++] = ST_HELLO;
+    if (lp_traits(a->coll)->has_op) {
+        st[n++] = ST_REDUCE;
+        if (a->coll == LP_ALLREDUCE) {
+            st[n++] = ST_MID;
+            st[n++] = ST_GATHER;
+        } else if (a->sbuf == a->rbuf) {               /* the peers read my input meanwhile */
+            st[n++] = ST_MID;
+            st[n++] = ST_COPY;
+        }
+    } else {
+        st[n++] = ST_GATHER;
+    }
+    st[n++] = ST_END;
+    return n;
+}
+static int exchanging(int st) { return st == ST_HELLO || st == ST_MID || st == ST_END; }
+/* reduce_scatter in place: its result waits here until every peer has read its input */
+static size_t held_bytes(const lp_args_t *a) {
+    return a->coll == LP_REDUCE_SCATTER && a->sbuf == a->rbuf ? a->count * a->esize : 0;
 }
 /* work area: [addresses of every rank: P addr_t][mine][exchange bytes: 2 P][2 slots] */
 static addr_t *table(lp_req_t *r) { return (addr_t *)lp_req_area(r, LP_AREA_WORK); }
@@ -57,8 +99,10 @@ static char *slots(lp_req_t *r, const lp_args_t *a) {
 static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     (void)r;
     size_t off = (size_t)(a->size + 1) * sizeof(addr_t) + 2 * (size_t)a->size;
-    p->nphases = 3 * xch_phases(a->size) + 2;
-    p->work = ((off + 63) & ~(size_t)63) + 2 * slot_bytes(a);
+    int st[6], n = stages(a, st);
+    p->nphases = 0;
+    for (int i = 0; i < n; i++) p->nphases += exchanging(st[i]) ? xch_phases(a->size) : 1;
+    p->work = ((off + 63) & ~(size_t)63) + 2 * slot_bytes(a) + held_bytes(a);
     return LP_OK;
 }
 
@@ -77,32 +121,46 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     const int P = a->size, me = a->rank, X = xch_phases(P);
     addr_t *t = table(r);
     char *xb = xbytes(r, a);
-    if (i < X) {                                       /* hello: my addresses to everyone */
+    int st[6], n = stages(a, st), k = 0, g = i;
+    while (k < n && g >= (exchanging(st[k]) ? X : 1)) g -= exchanging(st[k++]) ? X : 1;
+    if (k == n) return LP_OK;
+    const size_t es = a->esize;
+    size_t off, len;
+    switch (st[k]) {
+    case ST_HELLO:                                     /* my addresses to everyone */
         t[P] = (addr_t){(char *)a->sbuf, a->rbuf};
-        exchange(r, a, i, &t[P], t, sizeof(addr_t));
-        return LP_OK;
-    }
-    if (i == X) {                                      /* reduce my block */
-        size_t off, len;
-        lp_block(a->count, P, lp_ring_owned(me, P), &off, &len);
-        const size_t es = a->esize, cb = slot_bytes(a);
-        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_REDUCE, a->rbuf + off * es, len * es, cb);
+        exchange(r, a, g, &t[P], t, sizeof(addr_t));
+        break;
+    case ST_MID:                                       /* my block is final (reduce_scatter: */
+    case ST_END:                                       /* the peers' inputs read) / I copied */
+        exchange(r, a, g, xb, xb + P, 1);
+        break;
+    case ST_REDUCE: {                                  /* reduce my block */
+        blk(a, owned(a, me), &off, &len);
+        const size_t cb = slot_bytes(a);
+        char *out = held_bytes(a) ? slots(r, a) + 2 * cb : a->rbuf + (uniform(a) ? 0 : off * es);
+        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_REDUCE, out, len * es, cb);
         lp_lane_slots(l, 2, slots(r, a), cb, 2);       /* the accumulator and the next input */
         lp_lane_region(l, 3, (char *)t);
         l->cma_off = off * es;                         /* the block's byte offset, for the peers */
-        lp_lane_after(lp_lane_scale(r, a, a->rbuf + off * es, len * es, 0), l, LP_ALL);
-        return LP_OK;
+        if (!held_bytes(a))                            /* in place: AVG after the copy */
+            lp_lane_after(lp_lane_scale(r, a, out, len * es, 0), l, LP_ALL);
+        break;
     }
-    if (i <= 2 * X) {                                  /* mid: my block is final */
-        exchange(r, a, i - X - 1, xb, xb + P, 1);
-        return LP_OK;
+    case ST_COPY: {                                    /* reduce_scatter in place: into block 0 */
+        lp_lane_t *c = lp_lane_copy(r, a, a->rbuf, slots(r, a) + 2 * slot_bytes(a), held_bytes(a), 0);
+        lp_lane_after(lp_lane_scale(r, a, a->rbuf, held_bytes(a), 0), c, LP_ALL);
+        break;
     }
-    if (i == 2 * X + 1) {                              /* gather every other block */
-        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_GATHER, a->rbuf, a->count * a->esize, 0);
+    case ST_GATHER: {                                  /* every other block */
+        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_GATHER, a->rbuf,
+                                   a->count * es * (uniform(a) ? (size_t)P : 1), 0);
         lp_lane_region(l, 3, (char *)t);
-        return LP_OK;
+        if (a->coll == LP_ALLGATHER && a->sbuf != a->rbuf)   /* and my own */
+            lp_lane_copy(r, a, a->rbuf + (size_t)me * a->count * es, a->sbuf, a->count * es, 0);
+        break;
     }
-    exchange(r, a, i - 2 * X - 2, xb, xb + P, 1);      /* end: I have copied */
+    }
     return LP_OK;
 }
 
@@ -154,7 +212,7 @@ cleanup:
     return rc;
 }
 
-/* the gather: every peer's final block, from its recvbuf into mine */
+/* the gather: every peer's final block (allgather: its input), from its buffer into mine */
 int lp_cma_gather(const lp_lane_t *l) {
     const lp_args_t *a = l->a;
     const int P = a->size, me = a->rank;
@@ -163,9 +221,11 @@ int lp_cma_gather(const lp_lane_t *l) {
     for (int j = 1; j < P; j++) {
         int p = (me + j) % P;
         size_t off, len;
-        lp_block(a->count, P, lp_ring_owned(p, P), &off, &len);
-        if (len) LP_TRY(lp_cma_read(a->pids[p], a->rbuf + off * a->esize, t[p].rbuf + off * a->esize,
-                                    len * a->esize));
+        blk(a, owned(a, p), &off, &len);
+        /* allreduce: the owner's result; allgather: the peer's input (in place: at its place) */
+        const char *src = a->coll == LP_ALLGATHER && t[p].sbuf != t[p].rbuf ? t[p].sbuf
+                                                                            : t[p].rbuf + off * a->esize;
+        if (len) LP_TRY(lp_cma_read(a->pids[p], a->rbuf + off * a->esize, src, len * a->esize));
     }
 cleanup:
     return rc;

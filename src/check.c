@@ -122,12 +122,17 @@ int lp_check_local_error(MPI_Comm comm) {
 /* ---------------------------------------------------------------- knobs */
 enum { KN_ALG = 0, KN_CHUNK = KN_ALG + LP_NCOLLS, KN_TP = KN_CHUNK + LP_NCOLLS, KN_WINDOW, KN_MAXMSG,
        KN_CHECK, KN_STAGING, KN_EMUL, KN_AWARE, KN_TIMEOUT, KN_N };
-static const char *const kn_names[KN_N] = {
-    "LPMPI_ALGORITHM (allreduce)", "LPMPI_ALGORITHM (reduce)", "LPMPI_ALGORITHM (bcast)",
-    "LPMPI_CHUNK_BYTES (allreduce)", "LPMPI_CHUNK_BYTES (reduce)", "LPMPI_CHUNK_BYTES (bcast)",
+static const char *const kn_names[KN_N - KN_TP] = {
     "the transport override (lpmpi.engine.transport)", "LPMPI_WINDOW", "LPMPI_MAX_MSG_BYTES",
     "LPMPI_CHECK", "LPMPI_STAGING_BUFFERS", "LPMPI_EMULATE_STAGING", "LPMPI_CUDA_AWARE",
     "LPMPI_TIMEOUT"};
+/* knob f's name (the per-collective ones name their collective, from its row) */
+static const char *kn_name(int f, char *buf, size_t n) {
+    if (f >= KN_TP) return kn_names[f - KN_TP];
+    snprintf(buf, n, "%s (%s)", f < KN_CHUNK ? "LPMPI_ALGORITHM" : "LPMPI_CHUNK_BYTES",
+             lp_coll_name((lp_coll_t)(f < KN_CHUNK ? f - KN_ALG : f - KN_CHUNK)));
+    return buf;
+}
 static const char *const tp_names[LP_NTP] = {"none", "mpi", "shm", "cma"};
 
 static void knob_text(int f, int64_t v, char *s, size_t n) {
@@ -178,8 +183,9 @@ int lp_knobs_disagree(lp_ctx_t *ctx) {
     for (int f = 0; f < KN_N; f++)
         for (int r = 1; r < P; r++)
             if (all[r * KN_N + f] != all[f]) {
+                char name[64];
                 rc = disagree(all, P, KN_N, f, "lpmpi's settings differ between the ranks (set them "
-                              "alike on every rank)", kn_names[f], knob_text);
+                              "alike on every rank)", kn_name(f, name, sizeof name), knob_text);
                 goto cleanup;
             }
     rc = LP_FAIL(LP_ERR_INTERNAL, "the ranks' settings hash differently but agree (a bug of lpmpi)");

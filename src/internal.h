@@ -202,7 +202,7 @@ extern const int lp_nalgos;
 extern const lp_sched_t lp_sched_lp, lp_sched_lp_staged;    /* all three collectives */
 extern const lp_sched_t lp_sched_allreduce_mst, lp_sched_reduce_mst, lp_sched_bcast_mst;
 extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcast_be;
-extern const lp_sched_t lp_sched_allreduce_ring;
+extern const lp_sched_t lp_sched_ring;
 extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-local transport */
 int lp_cma_read(int pid, void *local, const void *remote, size_t len);
 int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len);
@@ -252,7 +252,8 @@ void lp_shm_sleep(const lp_shm_t *s, int me, uint32_t v, long timeout_ns);
 /* LPMPI_SHM_SPIN_US: how long (ns) a waiter polls the counters before it sleeps; < 0: never */
 extern long lp_shm_spin_ns;
 extern const lp_sched_t lp_sched_native;
-extern const lp_native_calls_t lp_native_allreduce, lp_native_reduce, lp_native_bcast;
+extern const lp_native_calls_t lp_native_allreduce, lp_native_reduce, lp_native_bcast,
+    lp_native_allgather, lp_native_reduce_scatter;
 
 /* the memory areas a plan asked for (valid while the request lives) */
 enum { LP_AREA_WORK = 0, LP_AREA_PINNED = 1, LP_AREA_DEVICE = 2 };

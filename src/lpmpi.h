@@ -51,8 +51,8 @@ typedef enum {
     LP_NOPS
 } lp_op_t;
 
-typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_NCOLLS } lp_coll_t;
-const char *lp_coll_name(lp_coll_t coll);   /* "allreduce", "reduce", "bcast" */
+typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_ALLGATHER, LP_REDUCE_SCATTER, LP_NCOLLS } lp_coll_t;
+const char *lp_coll_name(lp_coll_t coll);   /* "allreduce", "reduce", "bcast", "allgather", ... */
 /* a collective's row (registry.c): reduces, has a root, which ranks bring data and get the
  * result (0 all, 1 the root, 2 all but the root), blocks of `count` elements in sendbuf and
  * recvbuf (0: P); LP_ERR_ARG for an unknown collective */

@@ -92,12 +92,31 @@ static double cost_bcast_native(const lp_model_t *m, int P, double n, double c) 
     return n <= NATIVE_SMALL ? cost_native_small(m, P, n, 0) : cost_bcast_be(m, P, n, c);
 }
 
+/* allgather and reduce_scatter (n: the P blocks' bytes, as nccl-tests counts them) */
+static double cost_allgather_ring(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    return (P - 1) * (m->alpha + n / P * m->beta);
+}
+static double cost_reduce_scatter_ring(const lp_model_t *m, int P, double n, double c) {
+    double blk = n / P;
+    return (P - 1) * (nchunks(blk, c) + 1) * m->alpha + (P - 1) * blk * (m->beta + m->gamma);
+}
+/* native: MPICH's recursive doubling / halving (log P rounds, (P-1)/P n bytes) */
+static double cost_allgather_native(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    return lg(P) * m->alpha * 0.5 + (P - 1) * n / P * m->beta;
+}
+static double cost_reduce_scatter_native(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    return lg(P) * m->alpha * 0.5 + (P - 1) * n / P * (m->beta + m->gamma);
+}
+
 const lp_algo_t lp_algos[] = {
     /* name      collective     chunked  schedule                    cost                   staged schedule */
     {"lp",     LP_ALLREDUCE, 1, &lp_sched_lp,               cost_allreduce_lp,     &lp_sched_lp_staged},
     {"mst",    LP_ALLREDUCE, 0, &lp_sched_allreduce_mst,    cost_allreduce_mst,    NULL},
     {"be",     LP_ALLREDUCE, 0, &lp_sched_allreduce_be,     cost_allreduce_be,     NULL},
-    {"ring",   LP_ALLREDUCE, 1, &lp_sched_allreduce_ring,   cost_allreduce_ring,   NULL},
+    {"ring",   LP_ALLREDUCE, 1, &lp_sched_ring,             cost_allreduce_ring,   NULL},
     {"native", LP_ALLREDUCE, 0, &lp_sched_native,           cost_allreduce_native, NULL},
     {"lp",     LP_REDUCE,    1, &lp_sched_lp,               cost_reduce_lp,        &lp_sched_lp_staged},
     {"mst",    LP_REDUCE,    0, &lp_sched_reduce_mst,       cost_reduce_mst,       NULL},
@@ -107,6 +126,10 @@ const lp_algo_t lp_algos[] = {
     {"mst",    LP_BCAST,     0, &lp_sched_bcast_mst,        cost_bcast_mst,        NULL},
     {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be,         NULL},
     {"native", LP_BCAST,     0, &lp_sched_native,           cost_bcast_native,     NULL},
+    {"ring",   LP_ALLGATHER, 0, &lp_sched_ring,             cost_allgather_ring,   NULL},
+    {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL},
+    {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL},
+    {"native", LP_REDUCE_SCATTER, 0, &lp_sched_native,      cost_reduce_scatter_native, NULL},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
 
@@ -116,7 +139,9 @@ const char *lp_algo_name(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].n
 int lp_algo_coll(int i) { return i >= 0 && i < lp_nalgos ? (int)lp_algos[i].coll : -1; }
 int lp_algo_chunked(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].chunked : 0; }
 /* the algorithms whose schedule has node-local transports (request.c: the ring allreduce) */
-int lp_algo_node_local(int i) { return i >= 0 && i < lp_nalgos && lp_algos[i].sched == &lp_sched_allreduce_ring; }
+int lp_algo_node_local(int i) {
+    return i >= 0 && i < lp_nalgos && lp_algos[i].sched == &lp_sched_ring && lp_algos[i].coll == LP_ALLREDUCE;
+}
 int lp_algo_find(lp_coll_t coll, const char *name) {
     for (int i = 0; i < lp_nalgos; i++)
         if (lp_algos[i].coll == coll && strcmp(lp_algos[i].name, name) == 0) return i;
@@ -129,6 +154,9 @@ const lp_coll_traits_t lp_colls[LP_NCOLLS] = {
     {"allreduce",  1, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 1, "MPI_Allreduce", &lp_native_allreduce},
     {"reduce",     1, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 1, "MPI_Reduce",    &lp_native_reduce},
     {"bcast",      0, 1,   LP_ON_ROOT, LP_ON_NONROOT, 1, 1, "MPI_Bcast",     &lp_native_bcast},
+    {"allgather",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgather", &lp_native_allgather},
+    {"reduce_scatter", 1, 0, LP_ON_ALL, LP_ON_ALL,    0, 1, "MPI_Reduce_scatter_block",
+     &lp_native_reduce_scatter},
 };
 
 static const char *const mem_names[LP_NMEMS] = {"host", "cuda"};

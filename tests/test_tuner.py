@@ -452,7 +452,8 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
     assert wrote > max(i for i, ln in enumerate(lines) if "final check" in ln or "speedup" in ln), text[-4000:]
     assert lines[wrote + 1].startswith(f"# use it: LPMPI_TUNING_FILE={out} mpiexec -n 2 ..."), lines[wrote:]
     assert lines[wrote + 2] == ("# LPMPI_TUNING_FILE replaces every shipped table: what this one lacks "
-                                "(reduce; other sizes; other P) goes to the cost model"), lines[wrote:]
+                                "(reduce, allgather, reduce_scatter; other sizes; other P) goes to the "
+                                "cost model"), lines[wrote:]
     t = tables.read_table(out)
     assert t.skipped == [] and t.nprocs == 2 and t.model is not None
     assert {r.collective for r in t.rows} == {"allreduce", "bcast"}

@@ -187,10 +187,12 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
         if dtype.name not in ("float16", "bfloat16") or a.op not in ("sum", "avg") or a.memory != "host":
             p.error("--acc-dtype float32 needs --dtype float16 or bfloat16, --op sum or avg and host "
                     f"memory (got {dtype.name}, {a.op}, {a.memory})")
-        plain = [c for c in a.collectives if not engine.collective_info(c).has_op]
+        plain = [c for c in a.collectives if not engine.collective_info(c).takes_acc_dtype]
         if plain:
-            p.error(f"--acc-dtype: {', '.join(plain)} has no reduction; use --collectives "
-                    + ",".join(c for c in engine.COLLECTIVES if engine.collective_info(c).has_op))
+            why = "; ".join(f"{c} {'has no reduction' if not engine.collective_info(c).has_op else 'takes no acc_dtype yet'}"
+                            for c in plain)
+            p.error(f"--acc-dtype: {why}; use --collectives "
+                    + ",".join(c for c in engine.COLLECTIVES if engine.collective_info(c).takes_acc_dtype))
     out_dir = os.path.dirname(os.path.abspath(a.out or "."))
     if not os.access(out_dir, os.W_OK):
         p.error(f"--out: cannot write into {out_dir}")

@@ -66,7 +66,8 @@ class Bench:
         self.acc_dtype, self.fresh_input = acc_dtype, fresh_input
         self.backend = backend if backend is not None else bench.HostMemory()
         count = max(1, nbytes // dtype.itemsize)
-        self.bufs = bench.make_buffers(self.backend, collective, count, dtype, op, comm.Get_rank(), root)
+        self.bufs = bench.make_buffers(self.backend, collective, count, dtype, op, comm.Get_rank(), root,
+                                       comm.Get_size())
 
     def call(self, cfg: Config) -> bench.Call:
         """A no-argument callable running the collective with ``cfg`` (its staging buffers and

@@ -25,6 +25,10 @@ Per rank: reads n (2P - 1)/P, writes n, so the traffic is
     reduce:     the same at the root (reduce-scatter, then the root gathers the P - 1 other
                 blocks: n + n/P + 2 (P - 1)/P n), the bottleneck rank
     bcast:      2n for every non-root (read the root's buffer, write its own); 0 at P = 1
+    allgather:  2n, n the P blocks' bytes (as nccl-tests sizes it): every rank reads the P
+                blocks (its own, and the P - 1 peers' from their buffers) and writes them
+    reduce_scatter: (P + 1)/P * n, n the P blocks' bytes: the owner of a block reads the P
+                contributions to it (n) and writes it (n/P); P = 1: a copy, 2n
 
 (An algorithm that is not single-copy, such as an MPI library's two-copy shared-memory
 path, moves more.)  Every rank does this at once, so the time bound is T(P) / B, with B the
@@ -42,7 +46,7 @@ The bench gives it from BOUND_MIN_BYTES up.
 """
 from __future__ import annotations
 
-COLLECTIVES = ("allreduce", "reduce", "bcast")
+COLLECTIVES = ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter")
 #: the bench gives the bound from this size up (smaller copies measure call overhead, not memory)
 BOUND_MIN_BYTES = 256 << 10
 
@@ -57,6 +61,10 @@ def traffic_bytes(collective: str, nbytes: float, nprocs: int) -> float:
     P = nprocs
     if collective == "bcast":
         return 0.0 if P == 1 else 2.0 * nbytes
+    if collective == "allgather":
+        return 2.0 * nbytes
+    if collective == "reduce_scatter":
+        return (P + 1) / P * nbytes
     return (3 * P - 1) / P * nbytes
 
 

@@ -133,9 +133,20 @@ def mpi_op(op: str) -> Any:
     return None if op == "avg" else getattr(MPI, op.upper())
 
 
+#: busbw / algbw per collective, as nccl-tests defines them (P ranks)
+BUS_FACTORS = {
+    "allreduce": lambda P: 2.0 * (P - 1) / P,
+    "reduce": lambda P: 1.0,
+    "bcast": lambda P: 1.0,
+    "allgather": lambda P: (P - 1) / P,
+    "reduce_scatter": lambda P: (P - 1) / P,
+}
+
+
 def bus_factor(collective: str, nprocs: int) -> float:
-    """busbw / algbw, as nccl-tests: allreduce 2(P-1)/P, reduce and bcast 1."""
-    return 2.0 * (nprocs - 1) / nprocs if collective == "allreduce" else 1.0
+    """busbw / algbw, as nccl-tests: allreduce 2(P-1)/P, reduce and bcast 1, allgather and
+    reduce_scatter (P-1)/P (their size: the P blocks' bytes)."""
+    return BUS_FACTORS[collective](nprocs)
 
 
 def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int | None, op: str,

@@ -64,7 +64,7 @@ from lpmpi.bench.cases import (
 )
 from lpmpi.bench.memory import selection_memory
 from lpmpi.bench.report import format_row, format_table_header
-from lpmpi.bench.verify import check_case, make_buffers, native_reference, same_result
+from lpmpi.bench.verify import check_case, make_buffers, native_reference, same_result, whole_blocks
 
 FORMS = ("blocking", "nonblocking", "persistent", "inplace")
 ROUNDS = 3   # blocks per form and size
@@ -153,11 +153,15 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
                    forms: Sequence[str]) -> list[Row]:
     """Every (case, form) of one size, measured together; rows in (case, form) order."""
     rank, nprocs = comm.Get_rank(), comm.Get_size()
-    nbytes = count * s.dtype.itemsize
     info = engine.collective_info(s.collective)
     root = s.root if info.has_root else None
-    bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root)
-    inplace_buf = s.backend.from_host(bufs.orig) if info.has_recvbuf else None
+    count = whole_blocks(s.collective, count, nprocs)
+    nbytes = count * s.dtype.itemsize
+    bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root, nprocs)
+    # in place: allreduce and reduce (bcast has no such form; allgather's and reduce_scatter's
+    # in-place rows are not in the bench yet)
+    elementwise = bool(info.send_blocks and info.recv_blocks)
+    inplace_buf = s.backend.from_host(bufs.orig) if info.has_recvbuf and elementwise else None
     native = None
     if NATIVE in lpmpi.algorithms(s.collective):
         native = make_call(Case(NATIVE, NATIVE), s.collective, bufs, s.op, s.root, comm)

@@ -21,6 +21,7 @@ import numpy as np
 from mpi4py import MPI
 
 import lpmpi
+from lpmpi import engine
 from lpmpi._units import format_bytes
 from lpmpi.bench.cases import AUTO, GLOO, MPI4PY, NATIVE, Row
 from lpmpi.bench.harness import MAX_REPS, MIN_REPS
@@ -39,7 +40,6 @@ COLUMNS = (  # (title, width); columns are separated by two spaces
     ("of_bound", 8),
     ("check", 8),
 )
-CALL_NAMES = {"allreduce": "Allreduce", "reduce": "Reduce", "bcast": "Bcast"}
 
 
 def _join(cells: Sequence[str], note: str = "") -> str:
@@ -72,7 +72,7 @@ def format_row(row: Row) -> str:
         if row.selected_chunk_bytes:
             note += f", chunk {format_bytes(row.selected_chunk_bytes)}"
     elif row.label == MPI4PY:
-        note = f"mpi4py comm.{CALL_NAMES[row.collective]}"
+        note = f"mpi4py comm.{engine.collective_info(row.collective).mpi4py_name}"
     elif row.label == GLOO:
         note = "torch.distributed gloo all_reduce"
     elif row.chunk_bytes:

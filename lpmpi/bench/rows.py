@@ -19,7 +19,7 @@ from lpmpi.bench.bound import BOUND_MIN_BYTES, bound_seconds
 from lpmpi.bench.cases import AUTO, NATIVE, Case, Row, Settings, bus_factor, make_call
 from lpmpi.bench.memory import selection_memory
 from lpmpi.bench.report import format_row, format_table_header, summarize
-from lpmpi.bench.verify import NO_REFERENCE, check_case, make_buffers, native_reference
+from lpmpi.bench.verify import NO_REFERENCE, check_case, make_buffers, native_reference, whole_blocks
 
 MEMBW_BYTES = 64 << 20
 MEMBW_REPS = 5
@@ -28,9 +28,10 @@ MEMBW_REPS = 5
 def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> list[Row]:
     """Measure and check every case at one message size; rows in ``cases`` order."""
     rank, nprocs = comm.Get_rank(), comm.Get_size()
+    count = whole_blocks(s.collective, count, nprocs)
     nbytes = count * s.dtype.itemsize
     root = s.root if engine.collective_info(s.collective).has_root else None
-    bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root)
+    bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root, nprocs)
     reference = NO_REFERENCE
     if s.check:
         native = None

@@ -128,6 +128,36 @@ def same_result(result: np.ndarray, ref: np.ndarray, dtype: np.dtype, nprocs: in
     return bool(np.allclose(result.astype(wide), ref.astype(wide), rtol=tol, atol=tol, equal_nan=True))
 
 
+def block_count(collective: str, count: int, nprocs: int) -> int:
+    """Elements of one block for a message of ``count`` elements: ``count`` where the buffers
+    are one block each; for allgather / reduce_scatter, whose ``count`` is the P blocks' (as
+    nccl-tests sizes them), ``count // nprocs``."""
+    info = engine.collective_info(collective)
+    return count // max(nprocs, 1) if not (info.send_blocks and info.recv_blocks) else count
+
+
+def whole_blocks(collective: str, count: int, nprocs: int) -> int:
+    """``count`` rounded down to whole blocks where the collective's ``count`` is the P blocks'
+    (allgather, reduce_scatter): the message a bench row measures."""
+    info = engine.collective_info(collective)
+    return count if info.send_blocks and info.recv_blocks else block_count(collective, count, nprocs) * nprocs
+
+
+def blocked_value(collective: str, idx: np.ndarray, block: int, rank: int, nprocs: int,
+                  dtype: np.dtype, op: str) -> np.ndarray:
+    """The result of allgather / reduce_scatter at flat indices ``idx`` of ``rank``'s result:
+    allgather's element i is rank i // block's input at i % block; reduce_scatter's element j
+    is the reduction of every rank's input at rank * block + j."""
+    if collective == "allgather":
+        out = np.empty(idx.size, dtype)
+        src = (idx // np.uint64(max(block, 1))).astype(np.int64)
+        for q in range(nprocs):
+            m = src == q
+            out[m] = pattern(idx[m] % np.uint64(max(block, 1)), q, dtype, op)
+        return out
+    return expected_values(idx + np.uint64(rank * block), nprocs, dtype, op)
+
+
 def make_buffers(
     backend: HostMemory,
     collective: str,
@@ -136,11 +166,22 @@ def make_buffers(
     op: str,
     rank: int,
     root: int,
+    nprocs: int = 1,
 ) -> Buffers:
     """Allocate this rank's buffers for one message size, filled with its :func:`pattern`
-    (outputs with the sentinel)."""
+    (outputs with the sentinel).  allgather / reduce_scatter: ``count`` is the P blocks' count
+    (:func:`block_count`); sendbuf holds one block (allgather) or P (reduce_scatter)."""
+    info = engine.collective_info(collective)
+    if not (info.send_blocks and info.recv_blocks):
+        block = block_count(collective, count, nprocs)
+        nsend = block * (nprocs if not info.send_blocks else 1)
+        nrecv = block * (nprocs if not info.recv_blocks else 1)
+        orig = pattern(np.arange(nsend, dtype=np.uint64), rank, dtype, op)
+        recv = backend.from_host(np.zeros(nrecv, dtype))
+        backend.fill_bytes(recv, SENTINEL)
+        return Buffers(send=backend.from_host(orig), recv=recv, orig=orig)
     idx = np.arange(count, dtype=np.uint64)
-    if not engine.collective_info(collective).has_recvbuf:   # bcast: the root's data
+    if not info.has_recvbuf:   # bcast: the root's data
         orig = pattern(idx, root, dtype, op)
         buf = backend.from_host(orig)
         if rank != root:
@@ -167,8 +208,13 @@ def native_reference(
     if not info.has_recvbuf:
         return NO_REFERENCE
     holds_result = info.gets_result(rank, s.root)
-    idx = sample_indices(count) if holds_result else None
-    expected = expected_values(idx, nprocs, s.dtype, s.op) if idx is not None else None
+    if not (info.send_blocks and info.recv_blocks):
+        block = block_count(s.collective, count, nprocs)
+        idx = sample_indices(block * (nprocs if not info.recv_blocks else 1))
+        expected = blocked_value(s.collective, idx, block, rank, nprocs, s.dtype, s.op)
+    else:
+        idx = sample_indices(count) if holds_result else None
+        expected = expected_values(idx, nprocs, s.dtype, s.op) if idx is not None else None
     if native_call is None:
         return idx, expected, None
     s.backend.fill_bytes(bufs.recv, SENTINEL)
@@ -239,7 +285,7 @@ def check_case(
             sample = result[idx.astype(np.intp)]
             if not same_result(sample, expected, s.dtype, nprocs):
                 why = _diff(sample, expected, "numpy (sampled)", idx)
-        if info.result == "all":
+        if info.same_everywhere:
             digests = comm.allgather(zlib.crc32(_flat_bytes(result)))
             if why is None and len(set(digests)) > 1:
                 why = "results differ between ranks"
