@@ -1,0 +1,4 @@
+import sys, numpy as np, lpmpi
+n = int(sys.argv[1])
+x = np.ones(2, np.float32); y = np.empty_like(x)
+for _ in range(n): lpmpi.allreduce(x, y)
