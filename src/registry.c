@@ -92,23 +92,31 @@ static double cost_bcast_native(const lp_model_t *m, int P, double n, double c) 
     return n <= NATIVE_SMALL ? cost_native_small(m, P, n, 0) : cost_bcast_be(m, P, n, c);
 }
 
-/* allgather and reduce_scatter (n: the P blocks' bytes, as nccl-tests counts them) */
+/* allgather and reduce_scatter (n: the P blocks' bytes, as nccl-tests counts them): ring's
+ * P - 1 steps of one block.  reduce_scatter's block goes in chunks, the reduction of chunk j
+ * overlapping the transfer of chunk j + 1: per step K = blk/c latencies, the block at the
+ * slower of moving and reducing, and one chunk of the faster one (the pipeline's tail) */
 static double cost_allgather_ring(const lp_model_t *m, int P, double n, double c) {
     (void)c;
     return (P - 1) * (m->alpha + n / P * m->beta);
 }
 static double cost_reduce_scatter_ring(const lp_model_t *m, int P, double n, double c) {
     double blk = n / P;
-    return (P - 1) * (nchunks(blk, c) + 1) * m->alpha + (P - 1) * blk * (m->beta + m->gamma);
+    return (P - 1) * (nchunks(blk, c) * m->alpha + blk * fmax(m->beta, m->gamma) +
+                      fmin(c, blk) * fmin(m->beta, m->gamma));
 }
-/* native: MPICH's recursive doubling / halving (log P rounds, (P-1)/P n bytes) */
+/* native: MPICH's recursive doubling / halving (log P rounds, (P-1)/P n bytes), without
+ * allreduce's small-message discount: at P = 2 on the AMD EPYC VM of issue 26 MPICH's own
+ * allgather / reduce_scatter_block were slower than lpmpi's ring at every size from 1 KiB
+ * (1 KiB 3.4 against 2.2-2.9 us; docs/performance.md "Issue 26"), so at P = 2 the two tie and
+ * the tie goes to the ring where single-copy reads exist (select.c) */
 static double cost_allgather_native(const lp_model_t *m, int P, double n, double c) {
     (void)c;
-    return lg(P) * m->alpha * 0.5 + (P - 1) * n / P * m->beta;
+    return lg(P) * m->alpha + (P - 1) * n / P * m->beta;
 }
 static double cost_reduce_scatter_native(const lp_model_t *m, int P, double n, double c) {
     (void)c;
-    return lg(P) * m->alpha * 0.5 + (P - 1) * n / P * (m->beta + m->gamma);
+    return lg(P) * m->alpha + (P - 1) * n / P * (m->beta + m->gamma);
 }
 
 const lp_algo_t lp_algos[] = {
@@ -139,8 +147,8 @@ const char *lp_algo_name(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].n
 int lp_algo_coll(int i) { return i >= 0 && i < lp_nalgos ? (int)lp_algos[i].coll : -1; }
 int lp_algo_chunked(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].chunked : 0; }
 /* the algorithms whose schedule has node-local transports (request.c: the ring allreduce) */
-int lp_algo_node_local(int i) {
-    return i >= 0 && i < lp_nalgos && lp_algos[i].sched == &lp_sched_ring && lp_algos[i].coll == LP_ALLREDUCE;
+int lp_algo_node_local(int i) {   /* ring: single-copy reads for all three, shared memory allreduce */
+    return i >= 0 && i < lp_nalgos && lp_algos[i].sched == &lp_sched_ring;
 }
 int lp_algo_find(lp_coll_t coll, const char *name) {
     for (int i = 0; i < lp_nalgos; i++)
