@@ -342,6 +342,10 @@ def test_ctrl_c_inside_a_storage_write_waits_for_it_then_interrupts(tmp_path, mo
     locked, so that marking the running trial failed then failed ("database is locked", seen in
     CI).  The write finishes first, the KeyboardInterrupt comes after, and the storage takes the
     abandon at once."""
+    # Python's own Ctrl-C handler, as in a terminal: a process started in the background by a
+    # non-interactive shell inherits SIGINT ignored, and Ctrl-C then rightly interrupts nothing
+    # (a fresh clone's run of the README's test command from such a shell failed here)
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     space = Space.of("bcast", 1 << 16)
     name = study_name("bcast", "host", 2, "float32", "sum", 1 << 16)
@@ -367,6 +371,7 @@ def test_ctrl_c_inside_a_storage_write_waits_for_it_then_interrupts(tmp_path, mo
     states = [t.state for t in optuna.load_study(study_name=name, storage=url).get_trials()]
     assert states.count(TrialState.COMPLETE) == 1 and states.count(TrialState.FAIL) == 1
     assert states.count(TrialState.RUNNING) == 0
+    signal.signal(signal.SIGINT, old_int)
 
 
 @pytest.mark.parametrize("collective", ["allreduce", "reduce", "bcast"])
