@@ -1080,7 +1080,6 @@ cdef class Message:
     cdef Message for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes):
         cdef Message m = Message.__new__(Message)
         cdef object send = None
-        cdef int rank = 0
         _comm(comm, &m.comm, &m.size)
         try:
             m.coll = LP_ALLGATHER
@@ -1113,7 +1112,6 @@ cdef class Message:
         except BaseException:
             _local_error(m.comm)
             raise
-        MPI_Comm_rank(m.comm, &rank)
         m.rptr = m.r.ptr
         m.sptr = m.r.ptr if inplace else m.s.ptr
         m.edtype = m.r.dtype

@@ -213,7 +213,7 @@ const lp_native_calls_t lp_native_bcast = {bcast_b, bcast_nb, bcast_p};
  * largest MPI message, element-wise ops allow it) and, for AVG, a SCALE lane after it ---- */
 /* element-wise collectives go in pieces of at most the largest MPI message; one with blocks
  * per rank (allgather, reduce_scatter) in one call, `count` elements of the block's type */
-static int whole(const lp_args_t *a) { return lp_traits(a->coll)->sblocks != lp_traits(a->coll)->rblocks; }
+static int whole(const lp_args_t *a) { return lp_per_rank_blocks(a->coll); }
 static size_t pieces_of(const lp_args_t *a) {
     size_t bytes = a->count * a->esize;
     return whole(a) && bytes ? bytes : lp_piece_bytes(a);

@@ -54,8 +54,7 @@ typedef struct {
 } view_t;
 
 static view_t view_of(const lp_args_t *a) {
-    if (a->coll == LP_ALLREDUCE) return (view_t){a->count, 0, 1};
-    return (view_t){a->count, 1, 0};
+    return lp_per_rank_blocks(a->coll) ? (view_t){a->count, 1, 0} : (view_t){a->count, 0, 1};
 }
 
 /* block b of the view: elements [*off, *off + *len) of a P-block buffer */
@@ -77,7 +76,7 @@ static size_t window(const lp_args_t *a, const view_t *v) {   /* slots: chunks o
 
 /* the phases of each collective, in order */
 static int has_rs(const lp_args_t *a) { return lp_traits(a->coll)->has_op; }
-static int has_ag(const lp_args_t *a) { return lp_traits(a->coll)->rblocks == 0 || a->coll == LP_ALLREDUCE; }
+static int has_ag(const lp_args_t *a) { return lp_traits(a->coll)->result == LP_ON_ALL && lp_traits(a->coll)->sblocks; }
 
 static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     (void)r;

@@ -44,7 +44,7 @@ typedef struct { char *sbuf, *rbuf; } addr_t;
 static int xch_phases(int P) { return (P - 1 + XCH - 1) / XCH; }
 /* the blocks: allreduce's P near-equal blocks of its one buffer, block b owned by rank b - 1
  * (ring's); reduce_scatter's and allgather's blocks of `count` elements, block r rank r's */
-static int uniform(const lp_args_t *a) { return a->coll != LP_ALLREDUCE; }
+static int uniform(const lp_args_t *a) { return lp_per_rank_blocks(a->coll); }
 static int owned(const lp_args_t *a, int rank) { return uniform(a) ? rank : lp_ring_owned(rank, a->size); }
 static void blk(const lp_args_t *a, int b, size_t *off, size_t *len) {
     if (uniform(a)) {

@@ -177,6 +177,14 @@ static inline const lp_coll_traits_t *lp_traits(lp_coll_t c) { return &lp_colls[
 static inline int lp_on(int which, int rank, int root) {
     return which == LP_ON_ALL || (which == LP_ON_ROOT) == (rank == root);
 }
+/* 1 where a buffer holds a block per rank (allgather, reduce_scatter), 0 where both hold the
+ * message (element-wise collectives: allreduce, reduce, bcast) */
+static inline int lp_per_rank_blocks(lp_coll_t c) { return lp_colls[c].sblocks != 1 || lp_colls[c].rblocks != 1; }
+/* the bytes a decision and the transport rule are keyed by: the message, or the P blocks'
+ * bytes (as nccl-tests counts allgather and reduce_scatter) */
+static inline size_t lp_key_bytes(lp_coll_t c, size_t count, size_t esize, int P) {
+    return count * esize * (lp_per_rank_blocks(c) ? (size_t)P : 1);
+}
 
 /* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */
 typedef struct { double alpha, beta, gamma; } lp_model_t;

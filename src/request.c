@@ -203,8 +203,7 @@ static int req_plan(lp_req_t *r) {
     } else if (A->sched == &lp_sched_ring && !a->dev) {   /* node-local transports */
         /* the shared-memory segment serves the allreduce only; single-copy reads every ring
          * collective (alg_ring_cma.c); the rule by the bytes of the buffers' P blocks */
-        const lp_coll_traits_t *T = lp_traits(a->coll);
-        size_t nb = a->count * a->esize * (T->sblocks && T->rblocks ? 1 : (size_t)a->size);
+        size_t nb = lp_key_bytes(a->coll, a->count, a->esize, a->size);
         int t = lp_ring_transport(a->shm != NULL && a->coll == LP_ALLREDUCE, a->pids != NULL, nb,
                                   a->transport);
         r->sched = t == LP_RING_SHM ? &lp_sched_ring_shm : t == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
@@ -293,7 +292,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if (T->has_op && !(fn = lp_reduce_kernel(dt, op)))
         return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
     LP_TRY(lp_device_route(mem, &dev, &xport));
-    if (dev && (T->sblocks != 1 || T->rblocks != 1))
+    if (dev && lp_per_rank_blocks(coll))
         return LP_FAIL(LP_ERR_ARG, "%s on device memory (or with LPMPI_EMULATE_STAGING) is not "
                        "implemented yet: pass host buffers", T->name);
     if (dev) mem = LP_MEM_CUDA;                   /* emulation decides as for device memory */
@@ -304,8 +303,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     /* the size a decision is keyed by: the bytes of the P blocks where a buffer holds them (as
      * nccl-tests counts allgather and reduce_scatter), else the message */
-    size_t esize = lp_dtype_size(dt), nbytes = count * esize;
-    if (!T->sblocks || !T->rblocks) nbytes *= (size_t)ctx->size;
+    size_t esize = lp_dtype_size(dt), nbytes = lp_key_bytes(coll, count, esize, ctx->size);
     LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, acc != NULL, alg, chunk_bytes, &ch));
     const int64_t ck[LP_CK_N] = {coll, (int64_t)count, dt, T->has_op ? (int64_t)op : -1,
                                  T->has_root ? root : -1, ch.alg, (int64_t)ch.chunk,
