@@ -33,13 +33,21 @@ NP_OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minim
           "band": np.bitwise_and, "bor": np.bitwise_or, "bxor": np.bitwise_xor}
 
 
-def case(name: str, fn) -> None:
+def case(name: str, fn, same_on: MPI.Comm | None = None) -> None:
+    """Run fn; with same_on, fn returns bytes that must be the same on every rank of same_on,
+    compared after fn on every rank whether fn failed or not (a rank that failed must not skip
+    the collective the others wait in: a wrong result would read as a hang)."""
     global NCASES
     NCASES += 1
+    got = None
     try:
-        fn()
+        got = fn()
     except Exception:   # noqa: BLE001 - reported per case
         FAILS.append(f"FAIL rank={W.rank} case={name}: {traceback.format_exc(limit=3)}")
+    if same_on is not None:
+        digests = [d for d in same_on.allgather(got) if d is not None]
+        if any(d != digests[0] for d in digests):
+            FAILS.append(f"FAIL rank={W.rank} case={name}: results differ between ranks")
 
 
 def valid(dt: str, op: str) -> bool:
@@ -102,10 +110,9 @@ def check_allgather(comm: MPI.Comm, tag: str) -> None:
                             p.wait()
                             assert np.array_equal(out2, want)
                         p.free()
-                        digests = comm.allgather(y.tobytes())
-                        assert all(d == digests[0] for d in digests), "results differ between ranks"
                         assert np.array_equal(x, inputs(comm, n, dt, "sum", r).reshape(x.shape)), "sendbuf written"
-                    case(name, run)
+                        return y.tobytes()
+                    case(name, run, same_on=comm)
 
 
 def check_reduce_scatter(comm: MPI.Comm, tag: str) -> None:
