@@ -1130,9 +1130,6 @@ cdef class Message:
             m.op = _op(op)
             m.alg = _alg_index(LP_REDUCE_SCATTER, algorithm)
             m.chunk = _chunk(chunk_bytes)
-            if acc_dtype is not None:
-                raise TypeError("acc_dtype: reduce_scatter does not take it yet (allreduce and "
-                                "reduce do)")
             inplace = sendbuf is _IN_PLACE or (recvbuf is not None and sendbuf is recvbuf)
             send = _input(sendbuf, recvbuf)
             _get_buf(send, "recvbuf" if sendbuf is _IN_PLACE else "sendbuf", &m.s)
@@ -1152,12 +1149,15 @@ cdef class Message:
             if m.r.readonly:
                 raise ValueError("recvbuf is read-only")
             _host_only(&m.s, "reduce_scatter")
+            m.acc = _acc(acc_dtype, &m.s, m.op)
         except BaseException:
             _local_error(m.comm)
             raise
         m.rptr = m.r.ptr
         m.sptr = m.s.ptr
         m.edtype = m.s.dtype
+        if m.acc:                   # the float32 copy of the P blocks; the 16-bit result: my block
+            m.acc_in, m.acc_out = m.s.ptr, m.r.ptr
         m.keep_s = send
         m.keep_r = recvbuf
         m.result = recvbuf
@@ -1341,7 +1341,8 @@ def reduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="aut
 
     Returns ``recvbuf`` (new when None: ``sendbuf.shape[1:]`` when its first axis is the P
     blocks, else 1-D).  In place: ``sendbuf`` is ``lpmpi.IN_PLACE``, ``recvbuf`` holds the P
-    blocks and the result lands in its first block.  Host memory.
+    blocks and the result lands in its first block.  Host memory.  ``acc_dtype="float32"``
+    (float16/bfloat16 data, sum or avg): accumulated in float32, the result rounded once.
 
     >>> import numpy as np, lpmpi
     >>> y = lpmpi.reduce_scatter(np.ones((2, 4)))   # doctest: +SKIP

@@ -67,8 +67,8 @@ class Collective:
 
     @property
     def takes_acc_dtype(self) -> bool:
-        """True for the collectives whose calls take acc_dtype (allreduce, reduce)."""
-        return self.has_op and bool(self.send_blocks and self.recv_blocks)
+        """True for the collectives whose calls take acc_dtype (those with an op)."""
+        return self.has_op
 
     @property
     def same_everywhere(self) -> bool:

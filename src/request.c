@@ -287,7 +287,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
     if (acc && (!T->has_op || dt != LP_FLOAT32 || (op != LP_SUM && op != LP_AVG) ||
                 (acc_dt != LP_FLOAT16 && acc_dt != LP_BFLOAT16) || mem != LP_MEM_HOST))
-        return LP_FAIL(LP_ERR_ARG, "acc: a float32 SUM or AVG allreduce/reduce on host memory, "
+        return LP_FAIL(LP_ERR_ARG, "acc: a float32 SUM or AVG allreduce/reduce/reduce_scatter on host memory, "
                        "rounded to float16 or bfloat16");
     if (T->has_op && !(fn = lp_reduce_kernel(dt, op)))
         return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));

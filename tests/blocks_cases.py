@@ -210,8 +210,12 @@ def check_errors(comm: MPI.Comm, tag: str) -> None:
                  lambda: lpmpi.reduce_scatter(s2, r2, comm=comm), [r2])
     expect_error(f"{tag} reduce_scatter op/dtype", TypeError, ("op",),
                  lambda: lpmpi.reduce_scatter(np.ones(P, bool), op="sum", comm=comm), [])
-    expect_error(f"{tag} reduce_scatter acc_dtype", TypeError, ("acc_dtype",),
-                 lambda: lpmpi.reduce_scatter(np.ones(P, np.float16), comm=comm, acc_dtype="float32"), [])
+    r16 = np.full(4, 5, np.float16)
+    expect_error(f"{tag} reduce_scatter acc_dtype on float32", TypeError, ("acc_dtype", "float16 or bfloat16"),
+                 lambda: lpmpi.reduce_scatter(np.ones(P * 4, np.float32), comm=comm, acc_dtype="float32"), [])
+    expect_error(f"{tag} reduce_scatter acc_dtype with max", TypeError, ("acc_dtype", "'max'"),
+                 lambda: lpmpi.reduce_scatter(np.ones(P * 4, np.float16), r16, op="max", comm=comm,
+                                              acc_dtype="float32"), [r16])
     expect_error(f"{tag} reduce_scatter overlap", ValueError, ("overlap",),
                  lambda: lpmpi.reduce_scatter(s2, s2[:4], comm=comm), [])
 

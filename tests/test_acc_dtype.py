@@ -1,6 +1,6 @@
 """acc_dtype="float32": float16 / bfloat16 sums carried in float32 and rounded once.
 
-Under mpiexec at P = 2, 3 and 5, for allreduce and reduce (every algorithm, float16 and
+Under mpiexec at P = 2, 3 and 5, for allreduce, reduce and reduce_scatter (every algorithm, float16 and
 bfloat16 as numpy and as torch tensors, sum and avg): the result is within one unit in the last
 place of the float64 sum of the inputs rounded once to the 16-bit type (in fact equal to it
 almost always), identical on every rank and in every form (blocking, in place, nonblocking,
@@ -112,6 +112,43 @@ for dt in dts:
                         if len(set(digests)) != 1:
                             bad.append(f"{desc}: ranks differ")
                     worse_without += int(np.abs(ordered(bits(plain)) - ref16).max() > 1)
+    # reduce_scatter: block me of the P blocks' sum, rounded once; in place: in the first block
+    m = 997
+    xr = [np.random.default_rng(70 + r).standard_normal(P * m).astype(dt) for r in range(P)]
+    for opn in ("sum", "avg"):
+        ref = sum(x.astype(np.float64) for x in xr)[me * m:(me + 1) * m]
+        if opn == "avg":
+            ref = ref / P
+        ref16 = ordered(ref.astype(np.float32).astype(dt).view(np.uint16))
+        for alg in lpmpi.algorithms("reduce_scatter"):
+            for kind in kinds:
+                x = as_kind(xr[me], kind)
+                kw = dict(op=opn, algorithm=alg, acc_dtype="float32")
+                desc = f"reduce_scatter {alg} {dt.name} {opn} {kind}"
+                res = {"blocking": lpmpi.reduce_scatter(x, **kw)}
+                inp = as_kind(xr[me], kind)
+                lpmpi.reduce_scatter(lpmpi.IN_PLACE, inp, **kw)
+                res["inplace"] = inp[:m]
+                res["nonblocking"] = lpmpi.ireduce_scatter(x, **kw).wait()
+                out = as_kind(np.zeros(m, dt), kind)
+                p = lpmpi.reduce_scatter_init(x, out, **kw)
+                for _ in range(2):
+                    p.start(); p.wait()
+                p.free()
+                res["persistent"] = out
+                res["waitall"] = lpmpi.waitall([lpmpi.ireduce_scatter(x, **kw), lpmpi.ireduce_scatter(x, **kw)])[1]
+                res["chunked"] = lpmpi.reduce_scatter(x, chunk_bytes=1024, **kw)
+                if not np.array_equal(bits(x), bits(as_kind(xr[me], kind))):
+                    bad.append(f"{desc}: sendbuf written")
+                b0 = bits(res["blocking"])
+                ulps = np.abs(ordered(b0) - ref16).max()
+                if ulps > 1:
+                    bad.append(f"{desc}: {ulps} ulp from the once-rounded sum")
+                for form, v in res.items():
+                    if not np.array_equal(bits(v), b0):
+                        bad.append(f"{desc}: {form} differs from blocking")
+                plain = lpmpi.reduce_scatter(x, op=opn, algorithm=alg)
+                worse_without += int(np.abs(ordered(bits(plain)) - ref16).max() > 1)
 if P >= 3 and me == P - 1 and worse_without == 0:   # (the reduce root)
     bad.append("without acc_dtype no case was off by more than 1 ulp: the check cannot tell")
 for b in bad[:20]:
