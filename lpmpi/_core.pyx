@@ -714,13 +714,16 @@ cdef int _sync_streams(Buf *s, Buf *r) except -1:
             _raise_status(rc)
     return 0
 
-cdef object _alloc_device(obj, int dtype):
+cdef object _alloc_device(obj, int dtype, tuple shape=None):
     """recvbuf=None for a device input: PyTorch for a tensor, else CuPy (emulation without
-    CuPy: lpmpi's host-backed stand-in)."""
-    shape = tuple(obj.__cuda_array_interface__["shape"]) if not _is_torch_cuda(obj) else None
-    if shape is None:
+    CuPy: lpmpi's host-backed stand-in); the input's shape unless shape is given."""
+    if _is_torch_cuda(obj):
         import torch
+        if shape is not None:
+            return torch.empty(shape, dtype=obj.dtype, device=obj.device)
         return torch.empty_like(obj, memory_format=torch.contiguous_format)
+    if shape is None:
+        shape = tuple(obj.__cuda_array_interface__["shape"])
     try:
         import cupy
     except ImportError:
@@ -814,9 +817,12 @@ cdef tuple _shape_of(obj):
         shape = memoryview(obj).shape
     return tuple(int(d) for d in shape)
 
-cdef object _alloc_shaped(obj, int dtype, tuple shape):
+cdef object _alloc_shaped(obj, int dtype, tuple shape, int mem):
     """recvbuf=None of a collective whose result's shape differs from the input's: an array of
-    the input's kind (numpy for numpy, buffer-protocol and DLPack input; torch for torch)."""
+    the input's kind (numpy for numpy, buffer-protocol and DLPack input; torch for torch; device
+    memory for a device input, see _alloc_device)."""
+    if mem:
+        return _alloc_device(obj, dtype, shape)
     if cnp.PyArray_Check(obj):
         return np.empty(shape, obj.dtype)
     if _is_torch(obj):
@@ -824,17 +830,17 @@ cdef object _alloc_shaped(obj, int dtype, tuple shape):
         return torch.empty(shape, dtype=obj.dtype, device=obj.device)
     return np.empty(shape, _np_dtype(dtype))
 
-cdef object _alloc_blocks(obj, int dtype, int P):
+cdef object _alloc_blocks(obj, int dtype, int P, int mem):
     """allgather's recvbuf=None: P blocks of the input's shape, shape (P,) + sendbuf.shape."""
-    return _alloc_shaped(obj, dtype, (P,) + _shape_of(obj))
+    return _alloc_shaped(obj, dtype, (P,) + _shape_of(obj), mem)
 
-cdef object _alloc_block(obj, int dtype, size_t count, int P):
+cdef object _alloc_block(obj, int dtype, size_t count, int P, int mem):
     """reduce_scatter's recvbuf=None: one block: sendbuf.shape[1:] when sendbuf's first axis
     is the P blocks (and it has more than one), else 1-D of count elements."""
     shape = _shape_of(obj)
     if len(shape) > 1 and shape[0] == P:
-        return _alloc_shaped(obj, dtype, shape[1:])
-    return _alloc_shaped(obj, dtype, (count,))
+        return _alloc_shaped(obj, dtype, shape[1:], mem)
+    return _alloc_shaped(obj, dtype, (count,), mem)
 
 cdef int _check_blocks(Buf *one, Buf *many, str oname, str mname, int P) except -1:
     """A one-block buffer and a P-block buffer of one call: same dtype and memory kind, P times
@@ -851,12 +857,6 @@ cdef int _check_blocks(Buf *one, Buf *many, str oname, str mname, int P) except 
     if n1 and one.ptr < many.ptr + n2 and many.ptr < one.ptr + n1:
         raise ValueError(f"{oname} and {mname} overlap in memory; for in place pass "
                          f"sendbuf=lpmpi.IN_PLACE")
-    return 0
-
-cdef int _host_only(Buf *b, str coll) except -1:
-    if b.mem:
-        raise TypeError(f"{coll} on device memory is not implemented yet: pass host buffers "
-                        f"(numpy, CPU tensors)")
     return 0
 
 cdef int _check_op(int op, int dtype) except -1:
@@ -1102,13 +1102,14 @@ cdef class Message:
                 _get_buf(send, "sendbuf", &m.s)
                 m.count = m.s.count
                 if recvbuf is None:
-                    recvbuf = _alloc_blocks(send, m.s.dtype, m.size)
+                    recvbuf = _alloc_blocks(send, m.s.dtype, m.size, m.s.mem)
                     m.to_jax = not cnp.PyArray_Check(send) and _is_jax(send)
                 _get_buf(recvbuf, "recvbuf", &m.r)
                 _check_blocks(&m.s, &m.r, "sendbuf", "recvbuf", m.size)
             if m.r.readonly:
                 raise ValueError("recvbuf is read-only")
-            _host_only(&m.s, "allgather")
+            if m.r.mem:
+                _sync_streams(&m.s, &m.r)
         except BaseException:
             _local_error(m.comm)
             raise
@@ -1142,14 +1143,15 @@ cdef class Message:
                 _alias(&m.r, &m.s)
             else:
                 if recvbuf is None:
-                    recvbuf = _alloc_block(send, m.s.dtype, m.s.count // <size_t>m.size, m.size)
+                    recvbuf = _alloc_block(send, m.s.dtype, m.s.count // <size_t>m.size, m.size, m.s.mem)
                     m.to_jax = not cnp.PyArray_Check(send) and _is_jax(send)
                 _get_buf(recvbuf, "recvbuf", &m.r)
                 _check_blocks(&m.r, &m.s, "recvbuf", "sendbuf", m.size)
             if m.r.readonly:
                 raise ValueError("recvbuf is read-only")
-            _host_only(&m.s, "reduce_scatter")
             m.acc = _acc(acc_dtype, &m.s, m.op)
+            if m.s.mem:
+                _sync_streams(&m.s, &m.r)
         except BaseException:
             _local_error(m.comm)
             raise

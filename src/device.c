@@ -160,38 +160,45 @@ void lp_events_release(int first, int n) {
  *   phases 1 .. n       the inner schedule's phases on the host copies (r->h)
  *   phase n + 1         DEV: H2D host result -> recvbuf (where this rank has a result) */
 
+/* the bytes each copy moves: sendbuf's and recvbuf's (their blocks: allgather's recvbuf and
+ * reduce_scatter's sendbuf hold P); in place the one buffer, all of it, goes down (allgather:
+ * the rank's block at its place; reduce_scatter: the P blocks, the result back from the first) */
+static size_t down_bytes(const lp_args_t *a) {
+    size_t s = lp_buf_bytes(a->coll, a->count, a->esize, a->size, 0);
+    size_t r = lp_buf_bytes(a->coll, a->count, a->esize, a->size, 1);
+    return a->sbuf == a->rbuf && r > s ? r : s;
+}
+static size_t up_bytes(const lp_args_t *a) { return lp_buf_bytes(a->coll, a->count, a->esize, a->size, 1); }
+
 /* the host copies' arguments (pinned area: sendbuf's copy, then recvbuf's unless in place) */
 static void host_args(lp_req_t *r, const lp_args_t *a, lp_args_t *h) {
-    size_t bytes = a->count * a->esize;
     char *hs = lp_req_area(r, LP_AREA_PINNED);
     *h = *a;
     h->dev = NULL;
     h->xport = LP_XPORT_HOST;
     h->sbuf = hs;
-    h->rbuf = a->rbuf ? (a->sbuf == a->rbuf ? hs : hs + bytes) : NULL;
+    h->rbuf = a->rbuf ? (a->sbuf == a->rbuf ? hs : hs + down_bytes(a)) : NULL;
 }
 
 static int whole_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     int rc = LP_OK;
     lp_args_t h;
     lp_plan_t in = {0};
-    size_t bytes = a->count * a->esize;
     host_args(r, a, &h);
     LP_TRY(r->inner->plan(r, &h, &in));
     p->nphases = in.nphases + 2;
     p->work = in.work;         /* host memory (request.c) */
-    p->pinned = bytes * (a->rbuf && a->sbuf != a->rbuf ? 2 : 1);
+    p->pinned = down_bytes(a) + (a->rbuf && a->sbuf != a->rbuf ? up_bytes(a) : 0);
     p->events = 1;
 cleanup:
     return rc;
 }
 
 static int whole_phase(lp_req_t *r, const lp_args_t *a, int i) {
-    size_t bytes = a->count * a->esize;
     host_args(r, a, &r->h);
     if (i == 0) {
         if (lp_on(lp_traits(a->coll)->input, a->rank, a->root)) {
-            lp_lane_t *l = lp_lane_dev(r, a, 1, bytes, 0);
+            lp_lane_t *l = lp_lane_dev(r, a, 1, down_bytes(a), 0);
             lp_lane_region(l, 0, r->h.sbuf);
             lp_lane_region(l, 1, a->sbuf);
             lp_lane_dop(l, LP_DOP_D2H, 0, 1, 0);
@@ -199,7 +206,7 @@ static int whole_phase(lp_req_t *r, const lp_args_t *a, int i) {
     } else if (i < r->nphases - 1) {
         return r->inner->phase(r, &r->h, i - 1);
     } else if (lp_on(lp_traits(a->coll)->result, a->rank, a->root)) {
-        lp_lane_t *l = lp_lane_dev(r, a, 1, bytes, 0);
+        lp_lane_t *l = lp_lane_dev(r, a, 1, up_bytes(a), 0);
         lp_lane_region(l, 0, a->rbuf);
         lp_lane_region(l, 1, r->h.rbuf);
         lp_lane_dop(l, LP_DOP_H2D, 0, 1, 0);

@@ -186,6 +186,12 @@ static inline size_t lp_key_bytes(lp_coll_t c, size_t count, size_t esize, int P
     return count * esize * (lp_per_rank_blocks(c) ? (size_t)P : 1);
 }
 
+/* the bytes of a call's sendbuf (recv = 0) or recvbuf (recv = 1): its blocks of `count` elements */
+static inline size_t lp_buf_bytes(lp_coll_t c, size_t count, size_t esize, int P, int recv) {
+    size_t b = recv ? lp_colls[c].rblocks : lp_colls[c].sblocks;
+    return count * esize * (b ? b : (size_t)P);
+}
+
 /* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */
 typedef struct { double alpha, beta, gamma; } lp_model_t;
 

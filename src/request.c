@@ -292,9 +292,6 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if (T->has_op && !(fn = lp_reduce_kernel(dt, op)))
         return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
     LP_TRY(lp_device_route(mem, &dev, &xport));
-    if (dev && lp_per_rank_blocks(coll))
-        return LP_FAIL(LP_ERR_ARG, "%s on device memory (or with LPMPI_EMULATE_STAGING) is not "
-                       "implemented yet: pass host buffers", T->name);
     if (dev) mem = LP_MEM_CUDA;                   /* emulation decides as for device memory */
     LP_TRY(lp_ctx_ready(comm, &ctx, NULL));
     if (root < 0 || root >= ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);

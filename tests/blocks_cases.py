@@ -1,7 +1,7 @@
 """allgather and reduce_scatter under mpiexec: one spawn runs the whole matrix and prints one
 line per failing case and a SUMMARY line (tests/test_blocks.py runs it at P = 1..5).
 
-    mpiexec -n 3 python tests/blocks_cases.py [--big]
+    mpiexec -n 3 python tests/blocks_cases.py [--big | --device]
 
 Cases: every algorithm (auto included) x blocking / nonblocking / persistent x out of place /
 in place / recvbuf=None, on COMM_WORLD and on a communicator of every other rank (a Split:
@@ -10,7 +10,8 @@ allgather on every dtype, reduce_scatter on every (dtype, op) pair of the contra
 included).  allgather: exact, and bitwise identical on every rank; reduce_scatter: numpy's
 reduction within floating tolerance (exact for integers), the same bits from every form and
 from a second run.  Bad arguments raise on every rank before any communication, nothing
-written.  --big: one allgather and one reduce_scatter of more than 2**31 bytes.
+written.  --big: one allgather and one reduce_scatter of more than 2**31 bytes.  --device
+(LPMPI_EMULATE_STAGING=1): instead, the calls on device arrays give the host calls' bits.
 """
 from __future__ import annotations
 
@@ -220,6 +221,72 @@ def check_errors(comm: MPI.Comm, tag: str) -> None:
                  lambda: lpmpi.reduce_scatter(s2, s2[:4], comm=comm), [])
 
 
+def check_device(comm: MPI.Comm, tag: str) -> None:
+    """--device (under LPMPI_EMULATE_STAGING=1, with or without LPMPI_CUDA_AWARE=1): the same
+    calls on device arrays (lpmpi's host-backed stand-in) give the host calls' bits, in every
+    form and in place; recvbuf=None returns a device array of the right shape."""
+    from lpmpi._devarray import HostDeviceArray as D
+    P, r = comm.size, comm.rank
+    for alg in ("auto",) + lpmpi.algorithms("allgather"):
+        for dt in ("int8", "float32", "float64"):
+            for n in (0, 1, 7, 1000, 70001):
+                name = f"{tag} device allgather {alg} {dt} n={n}"
+
+                def run(alg=alg, dt=dt, n=n) -> None:
+                    x = inputs(comm, n, dt, "sum", r)
+                    want = np.stack([inputs(comm, n, dt, "sum", q) for q in range(P)])
+                    kw = {"algorithm": alg, "comm": comm, "chunk_bytes": 1024}
+                    y = lpmpi.allgather(D(x), **kw)
+                    assert isinstance(y, D) and y.shape == (P, n), (type(y), y.shape)
+                    assert np.array_equal(y.get(), want)
+                    out = D(np.full((P, n), 3, dt))
+                    lpmpi.allgather(D(x), out, **kw)
+                    assert np.array_equal(out.get(), want)
+                    zh = np.zeros((P, n), dt)
+                    zh[r] = x
+                    z = D(zh)
+                    lpmpi.allgather(lpmpi.IN_PLACE, z, **kw)
+                    assert np.array_equal(z.get(), want)
+                    assert np.array_equal(lpmpi.iallgather(D(x), **kw).wait().get(), want)
+                    o2 = D(np.zeros((P, n), dt))
+                    p = lpmpi.allgather_init(D(x), o2, **kw)
+                    for _ in range(2):
+                        o2.view_host().fill(0)
+                        p.start()
+                        p.wait()
+                        assert np.array_equal(o2.get(), want)
+                    p.free()
+                case(name, run)
+    for alg in ("auto",) + lpmpi.algorithms("reduce_scatter"):
+        for dt, op in (("float32", "sum"), ("float64", "avg"), ("int32", "max")):
+            for n in (0, 1, 5, 1000, 30011):
+                name = f"{tag} device reduce_scatter {alg} {dt} {op} n={n}"
+
+                def run(alg=alg, dt=dt, op=op, n=n) -> None:
+                    x = inputs(comm, P * n, dt, op, r).reshape(P, n)
+                    kw = {"algorithm": alg, "comm": comm, "chunk_bytes": 1024, "op": op}
+                    want = lpmpi.reduce_scatter(x, **kw)             # host memory: the bits to match
+                    y = lpmpi.reduce_scatter(D(x), **kw)
+                    assert isinstance(y, D) and y.shape == (n,), (type(y), y.shape)
+                    assert y.get().tobytes() == want.tobytes()
+                    out = D(np.full(n, 3, dt))
+                    lpmpi.reduce_scatter(D(x), out, **kw)
+                    assert out.get().tobytes() == want.tobytes()
+                    z = D(x.copy())
+                    lpmpi.reduce_scatter(lpmpi.IN_PLACE, z, **kw)
+                    assert z.get()[0].tobytes() == want.tobytes()
+                    assert lpmpi.ireduce_scatter(D(x), **kw).wait().get().tobytes() == want.tobytes()
+                    o2 = D(np.zeros(n, dt))
+                    p = lpmpi.reduce_scatter_init(D(x), o2, **kw)
+                    for _ in range(2):
+                        o2.view_host().fill(0)
+                        p.start()
+                        p.wait()
+                        assert o2.get().tobytes() == want.tobytes()
+                    p.free()
+                case(name, run)
+
+
 def check_big(comm: MPI.Comm) -> None:
     """More than 2**31 bytes once each (ring: pieces of the largest MPI message)."""
     P, r = comm.size, comm.rank
@@ -239,6 +306,9 @@ def main() -> int:
     if sub.size > 1:
         comms.append((sub, "split"))
     for comm, tag in comms:
+        if "--device" in sys.argv:
+            check_device(comm, tag)
+            continue
         check_allgather(comm, tag)
         check_reduce_scatter(comm, tag)
         check_errors(comm, tag)
