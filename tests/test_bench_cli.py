@@ -279,14 +279,15 @@ def test_forms_run_with_read_result_checks_every_row(tmp_path):
 
 
 @pytest.mark.mpi
-def test_peers_adds_checked_gloo_rows_and_the_speedup(tmp_path):
+@pytest.mark.parametrize("collective", ("allreduce", "allgather", "reduce_scatter"))
+def test_peers_adds_checked_gloo_rows_and_the_speedup(tmp_path, collective):
     """--peers at P = 2: a gloo row per size, checked against native like every row, and the
     summary's auto-over-gloo speed-ups."""
     pytest.importorskip("torch", reason=NO_TORCH)
     js = tmp_path / "peers.json"
     cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.bench", "--peers", "--sizes",
            "8,64K", "--algorithms", "native,auto", "--min-time", "0.002", "--warmup", "1",
-           "--no-bandwidth", "--json", str(js)]
+           "--no-bandwidth", "--json", str(js), "--collective", collective]
     rc, out, _ = run(cmd, child_env({"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}),
                      180)
     assert rc == 0, out[-6000:]
@@ -294,12 +295,12 @@ def test_peers_adds_checked_gloo_rows_and_the_speedup(tmp_path):
     gloo = [r for r in data["rows"] if r["label"] == "gloo"]
     assert {r["nbytes"] for r in gloo} == {8, 64 << 10}
     assert all(r["check"] == "ok" and r["time_us"] > 0 for r in gloo), gloo
-    assert set(data["summary"]["allreduce"]["auto_speedup_vs_gloo"]) == {"8", str(64 << 10)}
+    assert set(data["summary"][collective]["auto_speedup_vs_gloo"]) == {"8", str(64 << 10)}
     assert "speed-up over torch.distributed gloo" in out
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--peers", "--collective", "bcast"], "--peers compares allreduce"),
+    (["--peers", "--collective", "bcast"], "--peers compares allreduce, allgather, reduce_scatter"),
     (["--peers", "--forms", "blocking"], "does not combine"),
     (["--peers", "--op", "avg"], "gloo has no avg"),
 ])

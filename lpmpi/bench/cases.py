@@ -27,7 +27,7 @@ from lpmpi.bench.memory import HostMemory
 AUTO = "auto"
 NATIVE = "native"
 MPI4PY = "mpi4py"
-GLOO = "gloo"   # --peers: torch.distributed's gloo all_reduce
+GLOO = "gloo"   # --peers: torch.distributed's gloo collective (GLOO_CALLS)
 
 
 @dataclass(frozen=True)
@@ -232,20 +232,32 @@ GLOO_OPS = {"sum": "SUM", "prod": "PRODUCT", "max": "MAX", "min": "MIN", "band":
             "bor": "BOR", "bxor": "BXOR"}
 
 
+#: --peers: the collectives gloo has, as torch.distributed names them (the newest name first)
+GLOO_CALLS = {"allreduce": ("all_reduce",), "allgather": ("all_gather_single", "all_gather_into_tensor"),
+              "reduce_scatter": ("reduce_scatter_single", "reduce_scatter_tensor")}
+
+
 def gloo_call(collective: str, bufs: Buffers, op: str) -> Callable[[], Any]:
-    """--peers: torch.distributed's all_reduce (the gloo process group the bench set up) on
-    tensors over the same host buffers, out of place as the other rows: copy send into recv,
-    then all_reduce recv in place (what a PyTorch CPU user runs for an out-of-place result)."""
+    """--peers: torch.distributed's call (the gloo process group the bench set up) on tensors
+    over the same host buffers, out of place as the other rows.  allreduce: copy send into
+    recv, then all_reduce recv in place (what a PyTorch CPU user runs for an out-of-place
+    result); allgather / reduce_scatter: all_gather_single / reduce_scatter_single (torch <
+    2.13: all_gather_into_tensor / reduce_scatter_tensor), flat tensors."""
     import torch
     import torch.distributed as dist
 
-    if collective != "allreduce" or op not in GLOO_OPS:
-        raise ValueError(f"gloo rows: allreduce with {', '.join(GLOO_OPS)}")
-    send, recv = torch.from_numpy(bufs.send), torch.from_numpy(bufs.recv)
+    if collective not in GLOO_CALLS or (collective != "allgather" and op not in GLOO_OPS):
+        raise ValueError(f"gloo rows: {', '.join(GLOO_CALLS)} with {', '.join(GLOO_OPS)}")
+    send, recv = torch.from_numpy(bufs.send).reshape(-1), torch.from_numpy(bufs.recv).reshape(-1)
+    fn = next(getattr(dist, n) for n in GLOO_CALLS[collective] if hasattr(dist, n))
+    if collective == "allgather":
+        return lambda: fn(recv, send)
     rop = getattr(dist.ReduceOp, GLOO_OPS[op])
+    if collective == "reduce_scatter":
+        return lambda: fn(recv, send, op=rop)
 
     def call() -> None:
         recv.copy_(send)
-        dist.all_reduce(recv, op=rop)
+        fn(recv, op=rop)
 
     return call

@@ -30,7 +30,7 @@ from mpi4py import MPI
 import lpmpi
 from lpmpi._launch import add_allow_single, refuse_single
 from lpmpi._units import parse_size, parse_sizes
-from lpmpi.bench.cases import AUTO, GLOO, GLOO_OPS, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
+from lpmpi.bench.cases import AUTO, GLOO, GLOO_CALLS, GLOO_OPS, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
 from lpmpi.bench.forms import FORMS, run_forms
 from lpmpi.bench.grid import run_compare_grid
 from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
@@ -175,8 +175,9 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     p.add_argument(
         "--peers",
         action="store_true",
-        help="allreduce, host memory: add rows for torch.distributed's gloo all_reduce on the same "
-        "buffers, side by side (needs torch; gloo's group is set up from the MPI ranks)",
+        help="allreduce, allgather, reduce_scatter on host memory: add rows for torch.distributed's "
+        "gloo all_reduce / all_gather_single / reduce_scatter_single on the same buffers, side by "
+        "side (needs torch; gloo's group is set up from the MPI ranks)",
     )
     p.add_argument(
         "--overlap",
@@ -237,12 +238,12 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
         if args.memory != "host" or any(m not in ("forms", "compare_grid") for m in modes):
             p.error("--transports applies to the plain table, --forms and --compare-grid on host memory")
     if args.peers:
-        if args.collective != "allreduce" or args.memory != "host":
-            p.error("--peers compares allreduce on host memory (--collective allreduce)")
+        if args.collective not in GLOO_CALLS or args.memory != "host":
+            p.error(f"--peers compares {', '.join(GLOO_CALLS)} on host memory (--collective)")
         if any(getattr(args, m) for m in ("compare_grid", "scaling", "forms", "overlap", "node_bytes")):
             p.error("--peers adds rows to the plain table: it does not combine with "
                     "--compare-grid, --scaling, --forms, --overlap or --node-bytes")
-        if args.op not in GLOO_OPS:
+        if args.op not in GLOO_OPS and args.collective != "allgather":
             p.error(f"--peers: gloo has no {args.op} (it has {', '.join(GLOO_OPS)})")
         try:
             import torch.distributed  # noqa: F401
@@ -299,7 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.peers:
         import lpmpi.torch
         lpmpi.torch.init_process_group(comm)
-        out("# peers: torch.distributed gloo all_reduce (copy into recvbuf, then in place)")
+        out("# peers: torch.distributed gloo " + {"allreduce": "all_reduce (copy into recvbuf, then in place)",
+            "allgather": "all_gather_single", "reduce_scatter": "reduce_scatter_single"}[args.collective])
     backend = memory_backend(args.memory, comm)
     collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
     all_rows: list[Row] = []

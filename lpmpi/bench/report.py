@@ -23,7 +23,7 @@ from mpi4py import MPI
 import lpmpi
 from lpmpi import engine
 from lpmpi._units import format_bytes
-from lpmpi.bench.cases import AUTO, GLOO, MPI4PY, NATIVE, Row
+from lpmpi.bench.cases import AUTO, GLOO, GLOO_CALLS, MPI4PY, NATIVE, Row
 from lpmpi.bench.harness import MAX_REPS, MIN_REPS
 from lpmpi.engine import COLLECTIVES
 
@@ -74,7 +74,7 @@ def format_row(row: Row) -> str:
     elif row.label == MPI4PY:
         note = f"mpi4py comm.{engine.collective_info(row.collective).mpi4py_name}"
     elif row.label == GLOO:
-        note = "torch.distributed gloo all_reduce"
+        note = f"torch.distributed gloo {GLOO_CALLS[row.collective][0]}"
     elif row.chunk_bytes:
         note = f"chunk {format_bytes(row.chunk_bytes)}"
     if row.error:
