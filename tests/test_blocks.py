@@ -1,6 +1,8 @@
 """allgather and reduce_scatter (issue 26): the matrix of tests/blocks_cases.py at P = 1..5
 (every algorithm, form, in place, dtype and op; errors on every rank, nothing written), and
 once above 2**31 bytes; on (emulated) device memory at P = 2, 3."""
+from __future__ import annotations
+
 import sys
 from pathlib import Path
 

@@ -30,7 +30,18 @@ from mpi4py import MPI
 import lpmpi
 from lpmpi._launch import add_allow_single, refuse_single
 from lpmpi._units import parse_size, parse_sizes
-from lpmpi.bench.cases import AUTO, GLOO, GLOO_CALLS, GLOO_OPS, MPI4PY, Case, Row, Settings, build_cases, resolve_dtype
+from lpmpi.bench.cases import (
+    AUTO,
+    GLOO,
+    GLOO_CALLS,
+    GLOO_OPS,
+    MPI4PY,
+    Case,
+    Row,
+    Settings,
+    build_cases,
+    resolve_dtype,
+)
 from lpmpi.bench.forms import FORMS, run_forms
 from lpmpi.bench.grid import run_compare_grid
 from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
