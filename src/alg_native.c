@@ -222,10 +222,11 @@ static size_t pieces_of(const lp_args_t *a) {
     return whole(a) && bytes ? bytes : lp_piece_bytes(a);
 }
 
+static const lp_xport_t xport;
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t bytes = a->count * a->esize, pb = pieces_of(a);
-    lp_lane_t *nat = lp_lane_native(r, a, a->sbuf, a->rbuf, bytes, pb);
+    lp_lane_t *nat = lp_lane_native(r, a, &xport, a->sbuf, a->rbuf, bytes, pb);
     if (lp_on(lp_traits(a->coll)->result, a->rank, a->root))   /* AVG's division (else no lane) */
         lp_lane_after(lp_lane_scale(r, a, a->rbuf, bytes, pb), nat, 0);
     return LP_OK;
@@ -268,7 +269,9 @@ static int piece(const lp_args_t *a, const lp_lane_t *l, size_t k, lp_piece_t *p
     return rc;
 }
 
-int lp_native_issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *persistent, int *done) {
+/* the interface's issue() (schedule.h): piece k, as its persistent request (made at init), a
+ * blocking call (done at once) or a nonblocking one */
+static int issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *persistent, int *done) {
     int rc = LP_OK;
     const lp_args_t *a = l->a;
     const lp_native_calls_t *N = lp_traits(a->coll)->native;
@@ -321,6 +324,8 @@ static int init(lp_req_t *r, const lp_args_t *a) {
 cleanup:
     return rc;
 }
+
+static const lp_xport_t xport = {.name = "native", .issue = issue};
 
 /* one schedule for every collective: its row's calls */
 const lp_sched_t lp_sched_native = {lp_plan_one_phase, phase, host_only, init, NULL};

@@ -38,6 +38,8 @@
 #endif
 
 enum { XCH = 7 };                 /* peers per exchange phase: 2 XCH lanes <= LP_LANES_MAX */
+enum { CMA_REDUCE, CMA_GATHER };  /* the transport's steps (lane sub-kinds) */
+static const lp_xport_t xport;
 
 typedef struct { char *sbuf, *rbuf; } addr_t;
 
@@ -139,7 +141,7 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         blk(a, owned(a, me), &off, &len);
         const size_t cb = slot_bytes(a);
         char *out = held_bytes(a) ? slots(r, a) + 2 * cb : a->rbuf + (uniform(a) ? 0 : off * es);
-        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_REDUCE, out, len * es, cb);
+        lp_lane_t *l = lp_lane_xport(r, a, &xport, CMA_REDUCE, out, len * es, cb);
         lp_lane_slots(l, 2, slots(r, a), cb, 2);       /* the accumulator and the next input */
         lp_lane_region(l, 3, (char *)t);
         l->cma_off = off * es;                         /* the block's byte offset, for the peers */
@@ -153,7 +155,7 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         break;
     }
     case ST_GATHER: {                                  /* every other block */
-        lp_lane_t *l = lp_lane_cma(r, a, LP_STEP_CMA_GATHER, a->rbuf,
+        lp_lane_t *l = lp_lane_xport(r, a, &xport, CMA_GATHER, a->rbuf,
                                    a->count * es * (uniform(a) ? (size_t)P : 1), 0);
         lp_lane_region(l, 3, (char *)t);
         if (a->coll == LP_ALLGATHER && a->sbuf != a->rbuf)   /* and my own */
@@ -194,7 +196,7 @@ int lp_cma_read(int pid, void *local, const void *remote, size_t len) {
 
 /* step k of a CMA_REDUCE lane: chunk k of my block, folded in ring order:
  * acc = x_{o+1}; acc = x_{o+j} op acc for j = 2 .. P-1; out = x_o op acc */
-int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len) {
+static int reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len) {
     const lp_args_t *a = l->a;
     const int P = a->size, me = a->rank;
     const addr_t *t = (const addr_t *)l->r[3].base;
@@ -213,7 +215,7 @@ cleanup:
 }
 
 /* the gather: every peer's final block (allgather: its input), from its buffer into mine */
-int lp_cma_gather(const lp_lane_t *l) {
+static int gather(const lp_lane_t *l) {
     const lp_args_t *a = l->a;
     const int P = a->size, me = a->rank;
     const addr_t *t = (const addr_t *)l->r[3].base;
@@ -230,3 +232,9 @@ int lp_cma_gather(const lp_lane_t *l) {
 cleanup:
     return rc;
 }
+
+/* the transport's interface (schedule.h): a local step, never waiting (the exchanges are MPI) */
+static int step(const lp_lane_t *l, size_t k, char *out, size_t len) {
+    return l->sub == CMA_REDUCE ? reduce_step(l, k, out, len) : gather(l);
+}
+static const lp_xport_t xport = {.name = "cma", .step = step};

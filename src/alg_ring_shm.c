@@ -28,7 +28,7 @@
  * and a stage of round g also waits until this rank finished that stage of round g - 1 (its
  * counter is g), which orders the rounds of several outstanding requests.  Nothing reads a
  * user buffer of another rank: in place needs no extra step.  The waits are polls (the engine
- * spins on them a while, then sleeps until a peer stores a counter: lp_shm_arm below,
+ * spins on them a while, then sleeps until a peer stores a counter: arm below,
  * progress.c idle_wait); a request never blocks inside a step.
  *
  * Chosen (request.c) for the ring allreduce on host memory where the context made the segment
@@ -58,9 +58,11 @@
 #include <signal.h>
 #endif
 
-/* the counters, indexed like the stages that advance them (kind - LP_STEP_SHM_IN); line
- * CTR_EV of a rank's head holds its wake-up word (a futex) and how many of its threads sleep
- * on it (lp_shm_arm) */
+/* the transport's steps (lane sub-kinds), in round order */
+enum { SHM_IN, SHM_RED, SHM_GATHER };
+static const lp_xport_t xport;
+/* the counters, indexed like the steps that advance them (the lane's sub); line CTR_EV of a
+ * rank's head holds its wake-up word (a futex) and how many of its threads sleep on it (arm) */
 enum { CTR_IN = 0, CTR_OUT = 1, CTR_DONE = 2, CTR_EV = 3, HEAD = 256, LINE = 64 };
 
 typedef _Atomic uint64_t ctr_t;
@@ -79,21 +81,24 @@ static inline word_t *sleepers(const lp_shm_t *s, int p) { return ev_word(s, p) 
 
 /* ---- waiting without spinning (progress.c: a thread whose requests wait only for counters
  * spins a while, then arms, makes one more pass over its steps, and sleeps if it moved none).
- * The arm is a Dekker handshake with lp_shm_step: the sleeper counts itself in sleepers, then
+ * The arm is a Dekker handshake with step(): the sleeper counts itself in sleepers, then
  * reads its word, then (the pass) reads the counters; a peer stores its counter, then reads
  * sleepers and, seeing one, bumps the word and wakes it.  Either the pass sees the new counter
  * or the peer sees the sleeper, whose futex wait then returns at once (the word moved). */
-void lp_shm_arm(const lp_shm_t *s, int me, uint32_t *v) {
+static void arm(const void *seg, int me, uint32_t *v) {
+    const lp_shm_t *s = seg;
     atomic_fetch_add_explicit(sleepers(s, me), 1, memory_order_seq_cst);
     *v = atomic_load_explicit(ev_word(s, me), memory_order_seq_cst);
     atomic_thread_fence(memory_order_seq_cst);
 }
 
-void lp_shm_disarm(const lp_shm_t *s, int me) {
+static void disarm(const void *seg, int me) {
+    const lp_shm_t *s = seg;
     atomic_fetch_sub_explicit(sleepers(s, me), 1, memory_order_relaxed);
 }
 
-void lp_shm_sleep(const lp_shm_t *s, int me, uint32_t v, long timeout_ns) {
+static void sleep_on(const void *seg, int me, uint32_t v, long timeout_ns) {
+    const lp_shm_t *s = seg;
 #if defined(__linux__)
     struct timespec t = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
     /* shared (not FUTEX_PRIVATE): the word is in a segment that other processes map */
@@ -102,7 +107,7 @@ void lp_shm_sleep(const lp_shm_t *s, int me, uint32_t v, long timeout_ns) {
     (void)v; (void)timeout_ns;
     sched_yield();
 #endif
-    lp_shm_disarm(s, me);
+    disarm(s, me);
 }
 
 /* after a counter store: wake the peers that sleep (a load per peer when none does) */
@@ -154,17 +159,23 @@ static int proc_stat(int pid, char *state, unsigned long long *start) {
 }
 #endif
 
-int lp_shm_peer_gone(const lp_shm_t *s, int me) {
+/* a rank of the segment whose process is gone (exited, killed, a zombie; *pid: its process
+ * id), or -1 */
+static int peer_gone(const void *seg, int me, int *pid) {
+    const lp_shm_t *s = seg;
 #if defined(__linux__)
     if (!s->watch) return -1;
     for (int r = 0; r < s->P; r++) {
         char st = 0;
         unsigned long long t = 0;
         if (r == me) continue;
-        if (!proc_stat(s->pid[r], &st, &t) || st == 'Z' || st == 'X' || t != s->since[r]) return r;
+        if (!proc_stat(s->pid[r], &st, &t) || st == 'Z' || st == 'X' || t != s->since[r]) {
+            *pid = s->pid[r];
+            return r;
+        }
     }
 #else
-    (void)s; (void)me;
+    (void)s; (void)me; (void)pid;
 #endif
     return -1;
 }
@@ -345,9 +356,9 @@ size_t lp_shm_rounds(const lp_args_t *a) {
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t n = lp_shm_rounds(a);
-    lp_lane_t *in = lp_lane_shm(r, a, LP_STEP_SHM_IN, n);
-    lp_lane_t *red = lp_lane_shm(r, a, LP_STEP_SHM_RED, n);
-    lp_lane_t *out = lp_lane_shm(r, a, LP_STEP_SHM_GATHER, n);
+    lp_lane_t *in = lp_lane_xport(r, a, &xport, SHM_IN, NULL, n, 1);
+    lp_lane_t *red = lp_lane_xport(r, a, &xport, SHM_RED, NULL, n, 1);
+    lp_lane_t *out = lp_lane_xport(r, a, &xport, SHM_GATHER, NULL, n, 1);
     lp_lane_after(red, in, 0);
     lp_lane_after(out, red, 0);
     return LP_OK;
@@ -403,10 +414,10 @@ static sum2_fn sum2_for(const lp_args_t *a) { (void)a; return NULL; }
 #endif
 
 
-int lp_shm_ready(const lp_lane_t *l, size_t k) {
+static int ready(const lp_lane_t *l, size_t k) {
     const lp_args_t *a = l->a;
     const lp_shm_t *s = a->shm;
-    const int P = a->size, me = a->rank, st = l->kind - LP_STEP_SHM_IN;
+    const int P = a->size, me = a->rank, st = l->sub;
     const uint64_t g = a->shm_base + k;
     if (atomic_load_explicit(ctr(s, me, st), memory_order_relaxed) != g) return 0;
     /* in: round g - 2 has left my slot (every peer's done >= g - 1); red: the peers' inputs
@@ -427,10 +438,11 @@ static inline void chunk_of(const lp_args_t *a, int b, size_t c, size_t k, size_
     *len = hi - lo;
 }
 
-int lp_shm_step(const lp_lane_t *l, size_t k) {
+static int step(const lp_lane_t *l, size_t k, char *out_, size_t len_) {
+    (void)out_; (void)len_;
     const lp_args_t *a = l->a;
     const lp_shm_t *s = a->shm;
-    const int P = a->size, me = a->rank, st = l->kind - LP_STEP_SHM_IN;
+    const int P = a->size, me = a->rank, st = l->sub;
     const uint64_t g = a->shm_base + k;
     const size_t es = a->esize, c = chunk_elems(a);
     /* in place, recvbuf is the input this call just read, in the caches: plain stores there
@@ -482,3 +494,11 @@ int lp_shm_step(const lp_lane_t *l, size_t k) {
     wake_peers(s, me);
     return LP_OK;
 }
+
+/* the transport's interface (schedule.h): rounds that wait for the peers' counters */
+static const void *segment(const lp_args_t *a) { return a->shm; }
+static const lp_xport_t xport = {
+    .name = "shm", .waits_for = "the other ranks' counters in the shared-memory segment",
+    .ready = ready, .step = step, .segment = segment,
+    .arm = arm, .disarm = disarm, .sleep = sleep_on, .gone = peer_gone,
+};

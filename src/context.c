@@ -16,18 +16,12 @@
  * The agreement is part of preparing a context (lp_ctx_ready), which the collectives and the
  * LPMPI_CHECK path of a rank with a local argument error both do first, so the internal
  * collectives of a first call are the same on every rank whatever the local outcome. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE     /* process_vm_readv (sys/uio.h) */
-#endif
 #include "engine.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#if defined(__linux__)
-#include <sys/uio.h>
-#endif
 
 /* the keyval, the list of live contexts and their counters are shared by every thread: one
  * lock around them (never held across a collective MPI call) */
@@ -76,10 +70,8 @@ static void ctx_free(lp_ctx_t *c) {
     free(c->node);
     free(c->order);
     free(c->pos);
-    free(c->pids);
-    c->node = c->order = c->pos = c->pids = NULL;
-    lp_shm_close(c->shm);        /* local: the segment's name was unlinked when it was made */
-    c->shm = NULL;
+    c->node = c->order = c->pos = NULL;
+    lp_node_transports_close(c);
     free(c->skip);
     c->skip = NULL;
     if (c->table) { lp_table_free(c->table); free(c->table); }
@@ -274,79 +266,6 @@ cleanup:
     return rc;
 }
 
-/* the node-local transport's capability check, on every rank of a one-node communicator at once
- * (the same answer everywhere).  LPMPI_NODE_TRANSPORT of every rank is gathered: mpi anywhere
- * turns it off, and only what every rank allows is tried.  Shared memory (alg_ring_shm.c): the
- * ranks map one segment; it is used where every rank mapped it.  Single-copy reads
- * (alg_ring_cma.c): each rank reads its right neighbour's probe word with process_vm_readv;
- * usable where no rank failed the probe.  With both, request.c picks one by message size. */
-static volatile uint64_t cma_probe;
-#define CMA_MAGIC 0x6c706d7069636d61ull
-enum { ALLOW_SHM = 1, ALLOW_CMA = 2 };
-
-static int node_transport(lp_ctx_t *ctx) {
-    int rc = LP_OK, P = ctx->size, cma_why = LP_NT_CMA, allow = 0;
-    struct { int64_t pid; uint64_t addr; int64_t allow; } me, *all = NULL;
-    if (P == 1 || ctx->nnodes > 1) {               /* the same on every rank: no communication */
-        ctx->nt_why = P == 1 ? LP_NT_OFF_ONE : LP_NT_OFF_NODES;
-        return LP_OK;
-    }
-    me.pid = (int64_t)getpid();
-    cma_probe = CMA_MAGIC ^ (uint64_t)me.pid;
-    me.addr = (uint64_t)(uintptr_t)&cma_probe;
-    me.allow = lp_node_transport == LP_NTM_AUTO ? ALLOW_SHM | ALLOW_CMA
-             : lp_node_transport == LP_NTM_SHM ? ALLOW_SHM
-             : lp_node_transport == LP_NTM_CMA ? ALLOW_CMA : 0;
-    all = malloc((size_t)P * sizeof *all);
-    if (!all) return LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport's check");
-    LP_MPI(MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, ctx->comm));
-    allow = ALLOW_SHM | ALLOW_CMA;
-    for (int r = 0; r < P; r++) allow &= (int)all[r].allow;
-#if !defined(__linux__)
-    allow = 0;
-#endif
-    if (allow & ALLOW_SHM) {                       /* collective: every rank tries */
-        LP_TRY(lp_shm_open(ctx->comm, ctx->rank, P, &ctx->shm));
-        if (ctx->shm && !(allow & ALLOW_CMA)) {
-            ctx->nt_why = LP_NT_SHM;
-            goto cleanup;
-        }
-    }
-    if (!(allow & ALLOW_CMA)) {
-#if defined(__linux__)
-        ctx->nt_why = allow & ALLOW_SHM ? LP_NT_OFF_SHM : LP_NT_OFF_ENV;
-#else
-        ctx->nt_why = LP_NT_OFF_OS;
-#endif
-        goto cleanup;
-    }
-#if defined(__linux__)
-    {
-        int right = (ctx->rank + 1) % P;
-        uint64_t v = 0;
-        struct iovec l = {&v, sizeof v}, rm = {(void *)(uintptr_t)all[right].addr, sizeof v};
-        if (process_vm_readv((pid_t)all[right].pid, &l, 1, &rm, 1, 0) != (ssize_t)sizeof v ||
-            v != (CMA_MAGIC ^ (uint64_t)all[right].pid))
-            cma_why = LP_NT_OFF_PERM;
-    }
-#endif
-    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &cma_why, 1, MPI_INT, MPI_MAX, ctx->comm));
-    if (ctx->shm) ctx->nt_why = cma_why == LP_NT_CMA ? LP_NT_BOTH : LP_NT_SHM;
-    else if (allow & ALLOW_SHM)                    /* the segment was tried and refused */
-        ctx->nt_why = cma_why == LP_NT_CMA ? LP_NT_CMA_NOSHM : LP_NT_OFF_PERM_NOSHM;
-    else ctx->nt_why = cma_why;
-    if (cma_why == LP_NT_CMA) {
-        if (!(ctx->pids = malloc((size_t)P * sizeof *ctx->pids))) {
-            rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for the node-local transport");
-            goto cleanup;
-        }
-        for (int r = 0; r < P; r++) ctx->pids[r] = (int)all[r].pid;
-    }
-cleanup:
-    free(all);
-    return rc;
-}
-
 int lp_comm_transport(MPI_Comm comm, int *why) {
     lp_ctx_t *ctx = NULL;
     int rc = lp_ctx_find(comm, &ctx);
@@ -388,7 +307,7 @@ int lp_ctx_ready(MPI_Comm user, lp_ctx_t **out, int *first_mismatch) {
     LP_TRY(lp_ctx_get(user, &ctx));
     if (!ctx->node) {
         LP_TRY(node_map(ctx));
-        LP_TRY(node_transport(ctx));
+        LP_TRY(lp_node_transports_open(ctx));
     }
     if (!ctx->tables) LP_TRY(table_agree(ctx, first_mismatch));
     *out = ctx;

@@ -162,6 +162,7 @@ struct lp_req {
     MPI_Request *preq;        /* persistent collectives (native), one per piece */
     size_t npreq;
     size_t dev_inflight;      /* device steps issued and not yet complete */
+    const struct lp_xport *poll_xp;   /* polling: the transport it polls (schedule.h) */
     int polling;              /* a step waits for a shared-memory counter (no MPI request
                                  reports it: the engine polls, yielding in between) */
     int turn_wait;            /* a native step waits for its turn (other requests' issues) */
@@ -248,7 +249,11 @@ void lp_req_finalize(void);    /* progress.c: the MPI objects of live requests *
 /* ---- schedules of the engine itself ---- */
 extern const lp_sched_t lp_sched_single;        /* one rank: the result is the input */
 extern const lp_sched_t lp_sched_stage_whole;   /* copy to host, run r->inner, copy back */
-int lp_native_issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *persistent, int *done);
+
+/* ---- the node-local transports of a context (transport.c): probe and open on its first use
+ * (collective over its ranks; sets ctx->nt_why, ctx->pids, ctx->shm), close at its free ---- */
+int lp_node_transports_open(lp_ctx_t *ctx);
+void lp_node_transports_close(lp_ctx_t *ctx);
 
 /* ---- contexts: references held by requests (context.c; under the engine lock) ---- */
 void lp_ctx_unref(lp_ctx_t *ctx);

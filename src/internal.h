@@ -219,8 +219,6 @@ extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcas
 extern const lp_sched_t lp_sched_ring;
 extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-local transport */
 int lp_cma_read(int pid, void *local, const void *remote, size_t len);
-int lp_cma_reduce_step(const lp_lane_t *l, size_t k, char *out, size_t len);
-int lp_cma_gather(const lp_lane_t *l);
 /* the shared-memory segment of a one-node communicator's ranks (alg_ring_shm.c): P regions of
  * `stride` bytes (three counters, then two slots of `slot` bytes) mapped at base */
 typedef struct lp_shm {
@@ -231,8 +229,6 @@ typedef struct lp_shm {
     unsigned long long *since;  /* and its start time (/proc: a pid reused is another process) */
     int watch;                  /* this rank sees every peer's /proc entry: liveness checks work */
 } lp_shm_t;
-/* a rank of the segment whose process is gone (exited, killed, a zombie), or -1 */
-int lp_shm_peer_gone(const lp_shm_t *s, int me);
 extern const lp_sched_t lp_sched_ring_shm;   /* ring's allreduce over shared memory */
 /* The node-local transport of a ring allreduce of nbytes on host memory, given which ones the
  * communicator has and what the decision asked for (a table row or the override: LP_TP_*; one
@@ -257,14 +253,9 @@ static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes, int
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);
 void lp_shm_close(lp_shm_t *s);
 size_t lp_shm_rounds(const lp_args_t *a);
-int lp_shm_ready(const lp_lane_t *l, size_t k);
-int lp_shm_step(const lp_lane_t *l, size_t k);
-/* waiting for the peers' counters asleep (alg_ring_shm.c: the protocol; progress.c: when) */
-void lp_shm_arm(const lp_shm_t *s, int me, uint32_t *v);
-void lp_shm_disarm(const lp_shm_t *s, int me);
-void lp_shm_sleep(const lp_shm_t *s, int me, uint32_t v, long timeout_ns);
-/* LPMPI_SHM_SPIN_US: how long (ns) a waiter polls the counters before it sleeps; < 0: never */
-extern long lp_shm_spin_ns;
+/* LPMPI_SHM_SPIN_US: how long (ns) a waiter polls a transport's counters before it sleeps
+ * (progress.c); < 0: never */
+extern long lp_spin_ns;
 extern const lp_sched_t lp_sched_native;
 extern const lp_native_calls_t lp_native_allreduce, lp_native_reduce, lp_native_bcast,
     lp_native_allgather, lp_native_reduce_scatter;

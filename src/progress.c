@@ -178,12 +178,8 @@ static int local_step(const lp_lane_t *l, size_t k) {
         lp_fence_nt(l->nt);
         return LP_OK;
     }
-    case LP_STEP_CMA_REDUCE:
-        return lp_cma_reduce_step(l, k, o, len);
-    case LP_STEP_CMA_GATHER:
-        return lp_cma_gather(l);
-    case LP_STEP_SHM_IN: case LP_STEP_SHM_RED: case LP_STEP_SHM_GATHER:
-        return lp_shm_step(l, k);
+    case LP_STEP_XPORT:
+        return l->xp->step(l, k, o, len);
     case LP_STEP_NARROW:
         if (d) return LP_FAIL(LP_ERR_INTERNAL, "acc_dtype on device memory (a bug of lpmpi)");
         return lp_narrow(o, (const float *)at(&l->r[1], k), n, a->acc_dt);
@@ -245,8 +241,9 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
         int now = 0;
         if (async && k - l->done >= l->W) break;
         if (l->ndeps && !deps_met(r, l, k)) break;
-        if (l->kind >= LP_STEP_SHM_IN && l->kind <= LP_STEP_SHM_GATHER && !lp_shm_ready(l, k)) {
+        if (l->kind == LP_STEP_XPORT && l->xp->ready && !l->xp->ready(l, k)) {
             r->polling = 1;
+            r->poll_xp = l->xp;
             break;
         }
         if (l->kind == LP_STEP_NATIVE && r->nat_ticket >= 0 &&
@@ -268,7 +265,7 @@ static int issue(lp_req_t *r, lp_lane_t *l, int *moved) {
                              &r->reqs[l->req0 + l->islot]));
             break;
         case LP_STEP_NATIVE:
-            LP_TRY(lp_native_issue(l, k, &r->reqs[l->req0 + l->islot], r->preq ? &r->preq[k] : NULL, &now));
+            LP_TRY(l->xp->issue(l, k, &r->reqs[l->req0 + l->islot], r->preq ? &r->preq[k] : NULL, &now));
             break;
         case LP_STEP_DEV:
             LP_TRY(dev_step(l, k));
@@ -491,11 +488,12 @@ static int overdue(lp_req_t *r) {
     if (age < lp_timeout_ns) return 0;
     char peers[256] = "";
     size_t n = 0;
-    int native = 0, shm = 0, devw = r->dev_inflight != 0, seen[64] = {0};
+    int native = 0, devw = r->dev_inflight != 0, seen[64] = {0};
+    const char *xwait = NULL;       /* what a transport's waiting step waits for */
     for (const lp_lane_t *l = r->lane, *end = r->lane + r->nlanes; l < end; l++) {
         if (l->done == l->n) continue;
         if (l->kind == LP_STEP_NATIVE) native = 1;
-        else if (l->kind >= LP_STEP_SHM_IN && l->kind <= LP_STEP_SHM_GATHER) shm = 1;
+        else if (l->kind == LP_STEP_XPORT && l->xp->waits_for) xwait = l->xp->waits_for;
         else if ((l->kind == LP_STEP_SEND || l->kind == LP_STEP_RECV) && l->issued > l->done &&
                  l->peer >= 0) {
             if (l->peer < 64 && seen[l->peer]) continue;
@@ -508,7 +506,7 @@ static int overdue(lp_req_t *r) {
     char what[300];
     if (n) snprintf(what, sizeof what, "waiting for rank(s) %s", peers);
     else if (native) snprintf(what, sizeof what, "waiting inside MPI's own collective (every rank must enter it)");
-    else if (shm) snprintf(what, sizeof what, "waiting for the other ranks' counters in the shared-memory segment");
+    else if (xwait) snprintf(what, sizeof what, "waiting for %s", xwait);
     else if (devw) snprintf(what, sizeof what, "waiting for device work");
     else if (r->turn_wait) snprintf(what, sizeof what, "waiting for an earlier request's MPI collective");
     else snprintf(what, sizeof what, "waiting for its peers");
@@ -582,47 +580,48 @@ static int set_push(lp_req_t *r) {
     return LP_OK;
 }
 
-/* Nothing moved and the requests wait only for the peers' counters in segment s (NULL: other
- * things too, or a caller that must not block): spin on the counters a while, then sleep until
- * a peer advances one (alg_ring_shm.c: lp_shm_arm).  A spinning waiter answers fastest while
+/* Nothing moved and the requests wait only for the peers' counters in transport xp's segment s
+ * (NULL: other things too, or a caller that must not block): spin on the counters a while, then
+ * sleep until a peer advances one (the transport's arm and sleep, schedule.h; alg_ring_shm.c).  A spinning waiter answers fastest while
  * every rank owns a core; where ranks share cores, with each other (more ranks than cores) or
  * with other work (a data loader, another job), its spin takes the time the peer it waits for
  * needs: a sched_yield hands the rest of the slice to whatever else runs there (a busy process
  * beside the ranks: each wait then costs one of its slices), a plain spin keeps the core from a
  * peer queued on it.  So the spin adapts, as an adaptive mutex does: each thread's budget
- * halves whenever a wait had to sleep and doubles (up to lp_shm_spin_ns) whenever the spin
+ * halves whenever a wait had to sleep and doubles (up to lp_spin_ns) whenever the spin
  * alone saw the peers move; ranks that own their cores keep spinning, ranks that share one
  * soon sleep at once.  Measured (P = 2 and 3, docs/performance.md "Waiting: a spin that adapts,
  * then a sleep").  The sleep's timeout is a safety net only: no wake-up is lost (the handshake). */
 enum { SHM_SLEEP_NS = 2000000, SHM_SPIN_GROW_NS = 1000 };
-long lp_shm_spin_ns = 50000;
+long lp_spin_ns = 50000;
 long lp_set_shm_spin(long ns) {
-    long prev = lp_shm_spin_ns;
-    lp_shm_spin_ns = ns < 0 ? -1 : ns;
+    long prev = lp_spin_ns;
+    lp_spin_ns = ns < 0 ? -1 : ns;
     return prev;
 }
 static _Thread_local struct {
     unsigned long moves;        /* `moves` when this thread last looked */
     long long since;            /* when this wait began (0: none yet) */
-    long budget;                /* ns it spins before it sleeps, in [0, lp_shm_spin_ns] */
+    long budget;                /* ns it spins before it sleeps, in [0, lp_spin_ns] */
     int slept;                  /* this wait slept */
-    const lp_shm_t *armed;      /* the segment it armed (counted in its sleepers), or NULL */
-    const lp_shm_t *seg;        /* the segment of this wait */
+    const void *armed;          /* the segment it armed (counted in its sleepers), or NULL */
+    const lp_xport_t *axp;      /* the transport of that segment */
+    const void *seg;            /* the segment of this wait */
     int rank;
     uint32_t v;                 /* the wake-up word when it armed */
 } W = {.budget = -2};
 
 static void idle_end(void) {
-    if (W.armed) lp_shm_disarm(W.armed, W.rank);
+    if (W.armed) W.axp->disarm(W.armed, W.rank);
     W.armed = NULL;
 }
 
-static void idle_wait(const lp_shm_t *s, int rank) {
-    if (!s) {
+static void idle_wait(const lp_xport_t *xp, const void *s, int rank) {
+    if (!s || !xp->arm) {
         sched_yield();
         return;
     }
-    const long max = lp_shm_spin_ns;
+    const long max = lp_spin_ns;
     if (W.budget == -2 || W.budget > max) W.budget = max;
     long long t = now_ns();
     if (W.moves != moves || W.seg != s || !W.since) {   /* a new wait: something moved since */
@@ -636,25 +635,27 @@ static void idle_wait(const lp_shm_t *s, int rank) {
     }
     if (max < 0 || t - W.since < W.budget) return;      /* spin: the caller polls again */
     if (!W.armed) {              /* arm, then one more pass over the steps (the caller's loop) */
-        lp_shm_arm(s, rank, &W.v);
+        xp->arm(s, rank, &W.v);
         W.armed = s;
+        W.axp = xp;
         W.rank = rank;
         return;
     }
-    lp_shm_sleep(s, rank, W.v, SHM_SLEEP_NS);   /* disarms */
+    xp->sleep(s, rank, W.v, SHM_SLEEP_NS);   /* disarms */
     W.armed = NULL;
     if (!W.slept) W.budget /= 2;
     W.slept = 1;
 }
 
-/* Requests of G.set wait for the counters of segment s: every SHM_ALIVE_NS of a wait in which
- * nothing moved, is every peer's process still there (its /proc entry, alg_ring_shm.c)?  MPI
+/* Requests of G.set wait for the counters of transport xp's segment s: every SHM_ALIVE_NS of a
+ * wait in which nothing moved, is every peer's process still there (xp's gone(): alg_ring_shm.c
+ * reads /proc)?  MPI
  * notices a dead peer of its own transfers; nothing else would notice one that will never
  * advance a counter.  Where one is gone, those requests fail (LP_ERR_PEER) and this returns 1. */
 enum { SHM_ALIVE_NS = 100000000 };
 static _Thread_local struct { unsigned long moves; long long last; } A;
 
-static int peers_gone(const lp_shm_t *s, int rank) {
+static int peers_gone(const lp_xport_t *xp, const void *s, int rank) {
     long long t = now_ns();
     if (A.moves != moves || !A.last) {
         A.moves = moves;
@@ -663,13 +664,13 @@ static int peers_gone(const lp_shm_t *s, int rank) {
     }
     if (t - A.last < SHM_ALIVE_NS) return 0;
     A.last = t;
-    int dead = lp_shm_peer_gone(s, rank);
+    int pid = 0, dead = xp->gone ? xp->gone(s, rank, &pid) : -1;
     if (dead < 0) return 0;
     int rc = LP_FAIL(LP_ERR_PEER, "rank %d of this communicator (process %d on this node) is gone "
-                     "(killed or exited) while this rank waited for it in the shared-memory "
-                     "transport; the communicator is unusable now", dead, s->pid[dead]);
+                     "(killed or exited) while this rank waited for %s (the %s transport); the "
+                     "communicator is unusable now", dead, pid, xp->waits_for, xp->name);
     for (size_t j = 0; j < G.nset; j++)
-        if (G.set[j]->state == LP_REQ_ACTIVE && G.set[j]->a.shm == s) fail(G.set[j], rc);
+        if (G.set[j]->state == LP_REQ_ACTIVE && xp->segment(&G.set[j]->a) == s) fail(G.set[j], rc);
     return 1;
 }
 
@@ -710,24 +711,27 @@ static _Thread_local unsigned idle_polls;
  * call reports: then test and yield).  Returns how many transfers it saw complete. */
 static int observe_set(int block) {
     int rc = LP_OK, cnt = 0, dev = 0, pending = 0, mixed = 0;
-    const lp_shm_t *shm = NULL;     /* the one segment whose counters every waiting request polls */
-    int shm_rank = 0;
+    const void *seg = NULL;         /* the one segment whose counters every waiting request polls */
+    const lp_xport_t *xp = NULL;    /* its transport */
+    int seg_rank = 0;
     size_t m = 0;
     for (size_t j = 0; j < G.nset; j++) {
         lp_req_t *r = G.set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
         dev = dev || r->dev_inflight || r->polling || r->turn_wait;
-        if (r->dev_inflight || r->turn_wait || (r->polling && shm && shm != r->a.shm)) mixed = 1;
-        if (r->polling) {
-            shm = r->a.shm;
-            shm_rank = r->a.rank;
+        const void *s = r->polling && r->poll_xp->segment ? r->poll_xp->segment(&r->a) : NULL;
+        if (r->dev_inflight || r->turn_wait || (r->polling && (!s || (seg && seg != s)))) mixed = 1;
+        if (s) {
+            seg = s;
+            xp = r->poll_xp;
+            seg_rank = r->a.rank;
         }
         if (gather_heads(r, &m, &pending) != LP_OK) fail(r, LP_ERR_NOMEM);
     }
-    if (shm && peers_gone(shm, shm_rank)) return 0;
+    if (seg && peers_gone(xp, seg, seg_rank)) return 0;
     if (m == 0) {
         if (pending) return pending;
-        if (dev) idle_wait(block && !mixed ? shm : NULL, shm_rank);
+        if (dev) idle_wait(xp, block && !mixed ? seg : NULL, seg_rank);
         else if (block) {          /* active requests with nothing in flight cannot move */
             rc = LP_FAIL(LP_ERR_INTERNAL, "pipeline stalled (a bug of lpmpi: please report it)");
             for (size_t j = 0; j < G.nset; j++)

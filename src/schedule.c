@@ -101,9 +101,12 @@ lp_lane_t *lp_lane_scale(lp_req_t *r, const lp_args_t *a, void *buf, size_t byte
     return l;
 }
 
-lp_lane_t *lp_lane_cma(lp_req_t *r, const lp_args_t *a, int kind, void *out, size_t bytes, size_t cb) {
-    lp_lane_t *l = lane_new(r, a, kind, bytes, cb);
-    lp_lane_region(l, 0, out);
+lp_lane_t *lp_lane_xport(lp_req_t *r, const lp_args_t *a, const lp_xport_t *xp, int sub, void *out,
+                         size_t bytes, size_t cb) {
+    lp_lane_t *l = lane_new(r, a, LP_STEP_XPORT, bytes, cb);
+    l->xp = xp;
+    l->sub = (unsigned char)sub;
+    if (out) lp_lane_region(l, 0, out);
     l->cma_off = 0;
     return l;
 }
@@ -112,10 +115,6 @@ int lp_plan_one_phase(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     (void)r; (void)a;
     p->nphases = 1;
     return LP_OK;
-}
-
-lp_lane_t *lp_lane_shm(lp_req_t *r, const lp_args_t *a, int kind, size_t n) {
-    return lane_new(r, a, kind, n, 1);
 }
 
 lp_lane_t *lp_lane_narrow(lp_req_t *r, const lp_args_t *a, void *dst, const void *src, size_t bytes,
@@ -135,9 +134,10 @@ void lp_lane_finish(lp_req_t *r, const lp_args_t *a, size_t off, size_t len) {
                                      len * es, 0), fin, 0);
 }
 
-lp_lane_t *lp_lane_native(lp_req_t *r, const lp_args_t *a, const void *sbuf, void *rbuf, size_t bytes,
-                          size_t cb) {
+lp_lane_t *lp_lane_native(lp_req_t *r, const lp_args_t *a, const lp_xport_t *xp, const void *sbuf,
+                          void *rbuf, size_t bytes, size_t cb) {
     lp_lane_t *l = lane_new(r, a, LP_STEP_NATIVE, bytes, cb);
+    l->xp = xp;
     lp_lane_region(l, 0, sbuf);
     lp_lane_region(l, 1, rbuf);
     return l;

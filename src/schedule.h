@@ -21,11 +21,12 @@
  *   REDUCE       out[k] = x[k] op y[k], local (on the device for device memory on CUDA-aware MPI)
  *   COPY, SCALE  out[k] = x[k] (with streaming stores where the lane says nt); out[k] /= P
  *                (AVG's division, once, on a finished result)
- *   CMA_REDUCE, CMA_GATHER  the node-local transport's copies (alg_ring_cma.c): single-copy
- *                reads of the peers' buffers (process_vm_readv), folded or stored
- *   SHM_IN, SHM_RED, SHM_GATHER  the shared-memory transport's rounds (alg_ring_shm.c): step k is
- *                round k (bytes = steps, cb = 1); a step starts once counters in the segment say
- *                the peers are there (a poll: the engine yields between polls)
+ *   XPORT        a transport's local step, behind its interface (lp_xport_t below: the engine
+ *                knows no transport): the single-copy reads of alg_ring_cma.c (process_vm_readv
+ *                of the peers' buffers, folded or stored), the rounds of alg_ring_shm.c over a
+ *                shared segment (step k is round k: bytes = steps, cb = 1; a step starts once
+ *                the transport's ready() says the peers are there: a poll, the engine spins,
+ *                then sleeps through the transport's arm/sleep between polls)
  *   NARROW       acc_dtype: out[k] = x[k] rounded from float32 to the 16-bit type (out's chunks
  *                are half the bytes of x's: region 0's stride is cb / 2)
  *   NATIVE       the MPI library's own collective on piece k (MPI_Iallreduce, ...; its blocking
@@ -46,8 +47,29 @@
 
 /* lane kinds */
 enum { LP_STEP_SEND, LP_STEP_RECV, LP_STEP_REDUCE, LP_STEP_COPY, LP_STEP_SCALE, LP_STEP_NARROW,
-       LP_STEP_CMA_REDUCE, LP_STEP_CMA_GATHER, LP_STEP_SHM_IN, LP_STEP_SHM_RED, LP_STEP_SHM_GATHER,
-       LP_STEP_NATIVE, LP_STEP_DEV };
+       LP_STEP_XPORT, LP_STEP_NATIVE, LP_STEP_DEV };
+/* a transport's steps, behind one interface: the progress engine (progress.c) calls these and
+ * names no transport.  XPORT lanes (alg_ring_cma.c, alg_ring_shm.c) run step(); NATIVE lanes
+ * (the MPI library's own collectives, alg_native.c) issue() an MPI request.  A transport whose
+ * steps wait for its peers (ready() == 0) tells the engine how to wait for them asleep: arm,
+ * then one more pass over the steps, then sleep (which disarms); gone() names a peer process
+ * that died meanwhile (MPI notices dead peers of its own transfers; nobody else would). */
+struct lp_lane_s;
+struct lp_args;
+typedef struct lp_xport {
+    const char *name;
+    const char *waits_for;      /* what a waiting step waits for, in words (stall reports) */
+    int (*ready)(const struct lp_lane_s *l, size_t k);          /* NULL: always */
+    int (*step)(const struct lp_lane_s *l, size_t k, char *out, size_t len);
+    int (*issue)(const struct lp_lane_s *l, size_t k, MPI_Request *q, MPI_Request *persistent,
+                 int *done);
+    const void *(*segment)(const struct lp_args *a);   /* what a waiter waits on (NULL: yield) */
+    void (*arm)(const void *seg, int rank, uint32_t *v);
+    void (*disarm)(const void *seg, int rank);
+    void (*sleep)(const void *seg, int rank, uint32_t v, long timeout_ns);   /* disarms */
+    int (*gone)(const void *seg, int rank, int *pid);  /* a dead peer's rank (its pid), or -1 */
+} lp_xport_t;
+
 /* device operations of a DEV lane's step */
 enum { LP_DOP_D2H, LP_DOP_H2D, LP_DOP_D2D, LP_DOP_REDUCE, LP_DOP_SCALE };
 
@@ -68,8 +90,9 @@ typedef struct {
     unsigned char kind, dst, x, y;   /* LP_DOP_*, region indices */
 } lp_dop_t;
 
-typedef struct {
+typedef struct lp_lane_s {
     unsigned char kind;     /* LP_STEP_* */
+    unsigned char sub;      /* XPORT: the transport's own kind of step */
     unsigned char ndeps, ndops, stream;
     unsigned char nt;       /* COPY on host memory: write with streaming stores (lp_copy_out) */
     int peer, tag;          /* SEND, RECV */
@@ -82,6 +105,7 @@ typedef struct {
     struct { unsigned char lane; long lag; } dep[LP_DEPS_MAX];
     lp_dop_t dop[LP_DOPS_MAX];
     lp_op_t rop;            /* REDUCE: the op (the call's, or LOR for one rank's logical ops) */
+    const lp_xport_t *xp;   /* XPORT, NATIVE: whose steps */
     size_t cma_off;         /* CMA_REDUCE: the byte offset of its block in every rank's buffers */
     lp_reduce_fn fn;        /* REDUCE on host memory: its kernel */
     /* progress (progress.c only) */
@@ -132,15 +156,16 @@ lp_lane_t *lp_lane_reduce(lp_req_t *r, const struct lp_args *a, void *out, const
 lp_lane_t *lp_lane_copy(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
                         size_t bytes, size_t cb);
 lp_lane_t *lp_lane_scale(lp_req_t *r, const struct lp_args *a, void *buf, size_t bytes, size_t cb);
-/* a CMA_REDUCE or CMA_GATHER lane writing out (alg_ring_cma.c sets its other regions) */
-lp_lane_t *lp_lane_cma(lp_req_t *r, const struct lp_args *a, int kind, void *out, size_t bytes, size_t cb);
-/* a SHM_* lane of n rounds (alg_ring_shm.c) */
-lp_lane_t *lp_lane_shm(lp_req_t *r, const struct lp_args *a, int kind, size_t n);
+/* an XPORT lane of transport xp, its step kind sub, writing out (the transport sets its other
+ * regions; out may be NULL, and a lane of n rounds has bytes = n, cb = 1) */
+lp_lane_t *lp_lane_xport(lp_req_t *r, const struct lp_args *a, const lp_xport_t *xp, int sub, void *out,
+                         size_t bytes, size_t cb);
 /* acc_dtype: the 16-bit dst (bytes / 2) from the float32 src (bytes), chunk k of cb bytes of src */
 lp_lane_t *lp_lane_narrow(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
                           size_t bytes, size_t cb);
-lp_lane_t *lp_lane_native(lp_req_t *r, const struct lp_args *a, const void *sbuf, void *rbuf,
-                          size_t bytes, size_t cb);
+/* a NATIVE lane: xp's issue() of piece k (alg_native.c: the MPI library's collective) */
+lp_lane_t *lp_lane_native(lp_req_t *r, const struct lp_args *a, const lp_xport_t *xp, const void *sbuf,
+                          void *rbuf, size_t bytes, size_t cb);
 /* a DEV lane on `stream`; add its device operations with lp_lane_dop, its regions with
  * lp_lane_region / lp_lane_slots */
 lp_lane_t *lp_lane_dev(lp_req_t *r, const struct lp_args *a, int stream, size_t bytes, size_t cb);
