@@ -9,6 +9,12 @@
  *   the root (the fold is done relative to the root, so the root never sits out).
  *   bcast: binomial scatter of P blocks from the root, then allgather: recursive doubling for
  *   P a power of two, a ring otherwise (MPICH's scatter_ring_allgather).
+ *   reduce_scatter (issue 26): the fold and the recursive halving of allreduce over the P
+ *   blocks of count elements (newrank i stands for the real ranks 2i, 2i + 1 when i < rem,
+ *   else i + rem: its range of blocks is contiguous), then each rank copies its block out and
+ *   a folded pair's even rank sends the odd one its block (unfold), AVG / acc_dtype last.
+ *   allgather: the fold sends the extra ranks' blocks to their partners, recursive doubling
+ *   over the newranks' ranges of blocks, the unfold sends the extras all P blocks.
  *
  * Steps (allreduce, P = 4, blocks A B C D):
  *
@@ -26,7 +32,8 @@
  *   (pof2-1)/pof2 n reduced, plus the fold for P not a power of two.
  * Limits: none on P or count.  Order: each block's result is computed once, by its owner, in
  *   a fixed order: bitwise identical results everywhere.
- * Memory: n bytes of scratch (n more for the work vector on non-root ranks of reduce). */
+ * Memory: n bytes of scratch (n more for the work vector on non-root ranks of reduce);
+ *   reduce_scatter: 2 n (n: its P blocks), allgather: none. */
 #include "internal.h"
 
 /* ---- fold + recursive halving: phases 0 .. log2(pof2) ----
@@ -35,9 +42,24 @@
  * reduction has written work. */
 static int rs_phases(const lp_rd_t *b) { return 1 + lp_log2(b->pof2); }
 
+/* the elements [*off, *off + *len) of newranks [lo, hi): pof2 near-equal blocks of the
+ * vector (allreduce, reduce), or the P blocks of count elements of the real ranks those
+ * newranks stand for (reduce_scatter, allgather: no root, so virtual ranks are real ones) */
+static void range(const lp_args_t *a, const lp_rd_t *b, int lo, int hi, size_t *off, size_t *len) {
+    if (!lp_per_rank_blocks(a->coll)) {
+        lp_blocks(a->count, b->pof2, lo, hi, off, len);
+        return;
+    }
+    size_t first = (size_t)(lo < b->rem ? 2 * lo : lo + b->rem);
+    size_t end = (size_t)(hi < b->rem ? 2 * hi : hi + b->rem);
+    *off = first * a->count;
+    *len = (end - first) * a->count;
+}
+
 static void reduce_scatter(lp_req_t *r, const lp_args_t *a, const lp_rd_t *b, char *work, char *tmp,
                            int i) {
-    const size_t es = a->esize, bytes = a->count * es, pb = lp_piece_bytes(a);
+    const size_t es = a->esize, pb = lp_piece_bytes(a);
+    const size_t bytes = lp_buf_bytes(a->coll, a->count, es, a->size, 0);   /* the whole input */
     const int tag = a->tag0 + LP_TAG_BE;
     int partner;
     const int folded = lp_rd_folded(b, &partner);
@@ -64,8 +86,8 @@ static void reduce_scatter(lp_req_t *r, const lp_args_t *a, const lp_rd_t *b, ch
     }
     const char *src = (folded || i > 1) ? work : a->sbuf;
     size_t koff, klen, goff, glen;
-    lp_blocks(a->count, b->pof2, klo, khi, &koff, &klen);
-    lp_blocks(a->count, b->pof2, glo, ghi, &goff, &glen);
+    range(a, b, klo, khi, &koff, &klen);
+    range(a, b, glo, ghi, &goff, &glen);
     int peer = lp_rd_real(b, b->newrank ^ mask);
     lp_lane_send(r, a, src + goff * es, glen * es, pb, peer, tag);
     lp_lane_t *rv = lp_lane_recv(r, a, tmp, klen * es, pb, peer, tag);
@@ -206,6 +228,85 @@ static int bcast_phase(lp_req_t *r, const lp_args_t *a, int i) {
     return LP_OK;
 }
 
+/* ---- reduce_scatter: fold + recursive halving over the P blocks, copy out, unfold, finish ---- */
+static int rsb_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, 0);
+    p->nphases = rs_phases(&b) + 2;
+    p->narrows = a->acc != NULL;
+    p->work = 2 * lp_buf_bytes(a->coll, a->count, a->esize, a->size, 0);   /* work, then tmp */
+    return LP_OK;
+}
+
+static int rsb_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, 0);
+    const size_t es = a->esize, blk = a->count * es, pb = lp_piece_bytes(a);
+    const int tag = a->tag0 + LP_TAG_BE, nrs = rs_phases(&b);
+    char *work = lp_req_area(r, LP_AREA_WORK), *tmp = work + (size_t)a->size * blk;
+    int partner = -1;
+    const int folded = lp_rd_folded(&b, &partner);
+    if (i < nrs) {
+        reduce_scatter(r, a, &b, work, tmp, i);
+    } else if (i == nrs) {                             /* my block out; the extra's to it */
+        if (b.newrank < 0) {
+            lp_lane_recv(r, a, a->rbuf, blk, pb, partner, tag);
+            return LP_OK;
+        }
+        lp_lane_copy(r, a, a->rbuf, work + (size_t)a->rank * blk, blk, 0);
+        if (folded) lp_lane_send(r, a, work + (size_t)partner * blk, blk, pb, partner, tag);
+    } else {                                           /* AVG's division, acc_dtype's rounding */
+        lp_lane_finish(r, a, 0, a->count);
+    }
+    return LP_OK;
+}
+
+/* ---- allgather: fold (the extras' blocks to their partners), recursive doubling, unfold ---- */
+static int agb_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, 0);
+    p->nphases = 2 + lp_log2(b.pof2);
+    return LP_OK;
+}
+
+static int agb_phase(lp_req_t *r, const lp_args_t *a, int i) {
+    lp_rd_t b;
+    lp_rd_init(&b, a->rank, a->size, 0);
+    const size_t es = a->esize, blk = a->count * es, pb = lp_piece_bytes(a);
+    const int tag = a->tag0 + LP_TAG_BE, lg = lp_log2(b.pof2);
+    char *mine = a->rbuf + (size_t)a->rank * blk;
+    const char *in = a->sbuf == a->rbuf ? mine : a->sbuf;
+    int partner = -1;
+    const int folded = lp_rd_folded(&b, &partner);
+    if (i == 0) {                                      /* my block in place; the fold */
+        if (b.newrank < 0) {
+            lp_lane_send(r, a, in, blk, pb, partner, tag);
+            return LP_OK;
+        }
+        if (in != mine) lp_lane_copy(r, a, mine, in, blk, 0);
+        if (folded) lp_lane_recv(r, a, a->rbuf + (size_t)partner * blk, blk, pb, partner, tag);
+    } else if (i <= lg) {                              /* recursive doubling */
+        if (b.newrank < 0) return LP_OK;
+        int mask = 1 << (i - 1);
+        int lo = b.newrank & ~(mask - 1), tlo = (b.newrank ^ mask) & ~(mask - 1);
+        size_t moff, mlen, toff, tlen;
+        range(a, &b, lo, lo + mask, &moff, &mlen);
+        range(a, &b, tlo, tlo + mask, &toff, &tlen);
+        int peer = lp_rd_real(&b, b.newrank ^ mask);
+        lp_lane_send(r, a, a->rbuf + moff * es, mlen * es, pb, peer, tag);
+        lp_lane_recv(r, a, a->rbuf + toff * es, tlen * es, pb, peer, tag);
+    } else if (folded) {                               /* unfold: all P blocks to the extra */
+        const size_t all = (size_t)a->size * blk;
+        if (b.newrank < 0) lp_lane_recv(r, a, a->rbuf, all, pb, partner, tag);
+        else lp_lane_send(r, a, a->rbuf, all, pb, partner, tag);
+    }
+    return LP_OK;
+}
+
 const lp_sched_t lp_sched_allreduce_be = {allreduce_plan, allreduce_phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_reduce_scatter_be = {rsb_plan, rsb_phase, NULL, NULL, NULL};
+const lp_sched_t lp_sched_allgather_be = {agb_plan, agb_phase, NULL, NULL, NULL};
 const lp_sched_t lp_sched_reduce_be = {reduce_plan, reduce_phase, NULL, NULL, NULL};
 const lp_sched_t lp_sched_bcast_be = {bcast_plan, bcast_phase, NULL, NULL, NULL};

@@ -215,7 +215,8 @@ extern const int lp_nalgos;
 /* ---- schedules (one file per family) ---- */
 extern const lp_sched_t lp_sched_lp, lp_sched_lp_staged;    /* all three collectives */
 extern const lp_sched_t lp_sched_allreduce_mst, lp_sched_reduce_mst, lp_sched_bcast_mst;
-extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcast_be;
+extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcast_be,
+    lp_sched_allgather_be, lp_sched_reduce_scatter_be;
 extern const lp_sched_t lp_sched_ring;
 extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-local transport */
 int lp_cma_read(int pid, void *local, const void *remote, size_t len);

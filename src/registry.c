@@ -119,6 +119,20 @@ static double cost_reduce_scatter_native(const lp_model_t *m, int P, double n, d
     return lg(P) * m->alpha + (P - 1) * n / P * (m->beta + m->gamma);
 }
 
+/* be: the fold (the extras' blocks in, all P blocks back out: allgather; the whole input in,
+ * one block back: reduce_scatter) and log2(pof2) rounds over (pof2-1)/pof2 of the blocks */
+static double cost_allgather_be(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    double q = exp2(floor(log2((double)P))), f = (q - 1) / q;
+    return log2(q) * m->alpha + f * n * m->beta + (q == P ? 0 : 2 * m->alpha + (n + n / P) * m->beta);
+}
+static double cost_reduce_scatter_be(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    double q = exp2(floor(log2((double)P))), f = (q - 1) / q;
+    return log2(q) * m->alpha + f * n * (m->beta + m->gamma) +
+           (q == P ? 0 : 2 * m->alpha + (n + n / P) * m->beta + n * m->gamma);
+}
+
 const lp_algo_t lp_algos[] = {
     /* name      collective     chunked  schedule                    cost                   staged schedule */
     {"lp",     LP_ALLREDUCE, 1, &lp_sched_lp,               cost_allreduce_lp,     &lp_sched_lp_staged},
@@ -135,8 +149,10 @@ const lp_algo_t lp_algos[] = {
     {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be,         NULL},
     {"native", LP_BCAST,     0, &lp_sched_native,           cost_bcast_native,     NULL},
     {"ring",   LP_ALLGATHER, 0, &lp_sched_ring,             cost_allgather_ring,   NULL},
+    {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be,     NULL},
     {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL},
     {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL},
+    {"be",     LP_REDUCE_SCATTER, 0, &lp_sched_reduce_scatter_be, cost_reduce_scatter_be, NULL},
     {"native", LP_REDUCE_SCATTER, 0, &lp_sched_native,      cost_reduce_scatter_native, NULL},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
