@@ -214,6 +214,7 @@ extern const int lp_nalgos;
 
 /* ---- schedules (one file per family) ---- */
 extern const lp_sched_t lp_sched_lp, lp_sched_lp_staged;    /* all three collectives */
+extern const lp_sched_t lp_sched_allgather_lp, lp_sched_reduce_scatter_lp;   /* alg_lp_blocks.c */
 extern const lp_sched_t lp_sched_allreduce_mst, lp_sched_reduce_mst, lp_sched_bcast_mst;
 extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcast_be,
     lp_sched_allgather_be, lp_sched_reduce_scatter_be;

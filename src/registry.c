@@ -119,6 +119,17 @@ static double cost_reduce_scatter_native(const lp_model_t *m, int P, double n, d
     return lg(P) * m->alpha + (P - 1) * n / P * (m->beta + m->gamma);
 }
 
+/* lp (alg_lp_blocks.c): a link carries P-1 blocks each way in K chunks, P-2 hops of pipeline
+ * fill; reduce_scatter reduces what it passes on */
+static double cost_allgather_lp(const lp_model_t *m, int P, double n, double c) {
+    double moved = (P - 1) * n / P;
+    return (nchunks(moved, c) + P - 2) * m->alpha + moved * m->beta + (P - 2) * fmin(c, n / P) * m->beta;
+}
+static double cost_reduce_scatter_lp(const lp_model_t *m, int P, double n, double c) {
+    double moved = (P - 1) * n / P;
+    return (nchunks(moved, c) + P - 2) * m->alpha + moved * fmax(m->beta, m->gamma) +
+           (P - 1) * fmin(c, n / P) * (m->beta + m->gamma);
+}
 /* be: the fold (the extras' blocks in, all P blocks back out: allgather; the whole input in,
  * one block back: reduce_scatter) and log2(pof2) rounds over (pof2-1)/pof2 of the blocks */
 static double cost_allgather_be(const lp_model_t *m, int P, double n, double c) {
@@ -148,9 +159,11 @@ const lp_algo_t lp_algos[] = {
     {"mst",    LP_BCAST,     0, &lp_sched_bcast_mst,        cost_bcast_mst,        NULL},
     {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be,         NULL},
     {"native", LP_BCAST,     0, &lp_sched_native,           cost_bcast_native,     NULL},
+    {"lp",     LP_ALLGATHER, 1, &lp_sched_allgather_lp,     cost_allgather_lp,     NULL},
     {"ring",   LP_ALLGATHER, 0, &lp_sched_ring,             cost_allgather_ring,   NULL},
     {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be,     NULL},
     {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL},
+    {"lp",     LP_REDUCE_SCATTER, 1, &lp_sched_reduce_scatter_lp, cost_reduce_scatter_lp, NULL},
     {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL},
     {"be",     LP_REDUCE_SCATTER, 0, &lp_sched_reduce_scatter_be, cost_reduce_scatter_be, NULL},
     {"native", LP_REDUCE_SCATTER, 0, &lp_sched_native,      cost_reduce_scatter_native, NULL},
