@@ -137,6 +137,9 @@ def extensions():
     inc, libdirs, libs = mpi_flags(mpicc)
     print(f"lpmpi: MPI from {mpicc}: include {inc}, libs {libs}")
     sources = ["lpmpi/_core.pyx"] + sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.c"))
+    # the .pxi files _core.pyx includes (one concern a file): a change to one rebuilds the module
+    # (cythonize follows the includes too), and setuptools' sdist takes depends with the sources
+    pxi = sorted(str(p.relative_to(HERE)) for p in (HERE / "lpmpi" / "_core.src").glob("*.pxi"))
     cuda = find_cuda()
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
     if cuda:
@@ -148,6 +151,7 @@ def extensions():
         library_dirs=libdirs,
         libraries=libs,
         define_macros=macros,
+        depends=pxi,
         extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function",
                             "-Werror=implicit-function-declaration"],
         # the mpich wheel's libmpi lives in <env>/lib; the extension in <env>/lib/pythonX/site-packages/lpmpi
