@@ -1,7 +1,14 @@
-"""Each MPI library's allreduce in every configuration a user can pick, against lpmpi's auto.
+"""Each MPI library's allreduce (or allgather, reduce_scatter) in every configuration a user can
+pick, against lpmpi's auto.
 
     python docs/native_sweep.py --library mpich --python .venv/bin/python --mpiexec .venv/bin/mpiexec \\
-        [--env K=V ...] [--sizes 4K,64K,1MiB,16MiB,64MiB] [--rounds 2] --out sweep.json
+        [--collective allreduce|allgather|reduce_scatter] [--env K=V ...] \\
+        [--sizes 4K,64K,1MiB,16MiB,64MiB] [--rounds 2] --out sweep.json
+
+allgather: MPICH MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM, Open MPI coll_tuned_allgather_algorithm
+1..8, Intel MPI I_MPI_ADJUST_ALLGATHER=1..5; reduce_scatter (MPI_Reduce_scatter_block): MPICH
+MPIR_CVAR_REDUCE_SCATTER_BLOCK_INTRA_ALGORITHM, Open MPI coll_tuned_reduce_scatter_block_algorithm
+1..4, Intel MPI I_MPI_ADJUST_REDUCE_SCATTER_BLOCK=1..5 (sizes: the P blocks' bytes).
 
 For every configuration of the library's allreduce (MPICH: MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM;
 Open MPI: coll_tuned_allreduce_algorithm with dynamic rules, and segment sizes for the
@@ -25,6 +32,21 @@ import subprocess
 import sys
 import tempfile
 
+ODYN = "OMPI_MCA_coll_tuned_use_dynamic_rules"
+#: the other collectives' configurations: (library, collective) -> every setting a user can pick
+CONFIGS_OF = {
+    ("mpich", "allgather"): [{}] + [{"MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM": a} for a in (
+        "brucks", "k_brucks", "recursive_doubling", "ring", "recexch_doubling", "recexch_halving")],
+    ("ompi", "allgather"): [{}] + [{ODYN: "1", "OMPI_MCA_coll_tuned_allgather_algorithm": str(a)}
+                                   for a in range(1, 9)],
+    ("impi", "allgather"): [{}] + [{"I_MPI_ADJUST_ALLGATHER": str(a)} for a in range(1, 6)],
+    ("mpich", "reduce_scatter"): [{}] + [{"MPIR_CVAR_REDUCE_SCATTER_BLOCK_INTRA_ALGORITHM": a} for a in (
+        "noncommutative", "recursive_doubling", "pairwise", "recursive_halving")],
+    ("ompi", "reduce_scatter"): [{}] + [{ODYN: "1", "OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm": str(a)}
+                                        for a in range(1, 5)],
+    ("impi", "reduce_scatter"): [{}] + [{"I_MPI_ADJUST_REDUCE_SCATTER_BLOCK": str(a)} for a in range(1, 6)],
+}
+
 CONFIGS = {
     "mpich": [{}] + [{"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": a} for a in (
         "recursive_doubling", "reduce_scatter_allgather", "ring", "k_reduce_scatter_allgather",
@@ -38,6 +60,11 @@ CONFIGS = {
 
 
 SHORT = {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "algorithm", "OMPI_MCA_coll_tuned_use_dynamic_rules": None,
+         "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM": "algorithm", "OMPI_MCA_coll_tuned_allgather_algorithm": "algorithm",
+         "MPIR_CVAR_REDUCE_SCATTER_BLOCK_INTRA_ALGORITHM": "algorithm",
+         "OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm": "algorithm",
+         "I_MPI_ADJUST_ALLGATHER": "I_MPI_ADJUST_ALLGATHER",
+         "I_MPI_ADJUST_REDUCE_SCATTER_BLOCK": "I_MPI_ADJUST_REDUCE_SCATTER_BLOCK",
          "OMPI_MCA_coll_tuned_allreduce_algorithm": "algorithm",
          "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "segsize",
          "I_MPI_ADJUST_ALLREDUCE": "I_MPI_ADJUST_ALLREDUCE"}
@@ -50,8 +77,8 @@ def label(cfg: dict[str, str]) -> str:
 
 def run_one(a, cfg, js):
     env = dict(os.environ, **dict(kv.split("=", 1) for kv in a.env), **cfg)
-    cmd = [a.mpiexec, "-n", "2", *a.mpiexec_args, a.python, "-m", "lpmpi.bench", "--algorithms",
-           "auto,mpi4py", "--sizes", a.sizes, "--min-time", str(a.min_time), "--no-bandwidth",
+    cmd = [a.mpiexec, "-n", "2", *a.mpiexec_args, a.python, "-m", "lpmpi.bench", "--collective",
+           a.collective, "--algorithms", "auto,mpi4py", "--sizes", a.sizes, "--min-time", str(a.min_time), "--no-bandwidth",
            "--json", js]
     try:
         p = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=a.timeout)
@@ -68,7 +95,7 @@ def run_one(a, cfg, js):
     return {"rows": rows, "library": doc["header"]["mpi_library"]}, None
 
 
-def summarize(runs, library, rounds):
+def summarize(runs, library, rounds, collective="allreduce"):
     """Per size: the library's default and auto in the default's runs, the best configuration
     (smallest median over rounds), and each one's time over auto's in the same run."""
     def t(r, n, label):
@@ -77,7 +104,7 @@ def summarize(runs, library, rounds):
 
     sizes = sorted({int(n) for r in runs for n in r["rows"]})
     summary = []
-    print(f"\n# {library}: P = 2, float32 sum; times: medians over {rounds} round(s) (us); ratios: "
+    print(f"\n# {library}: {collective}, P = 2, float32 sum; times: medians over {rounds} round(s) (us); ratios: "
           "the library's time over auto's in the same run, median [min max] over the runs")
     print(f"{'size':>10} {'default':>10} {'auto':>10} {'default/auto':>20} {'best config':>28} "
           f"{'best':>10} {'best/auto':>20}")
@@ -115,6 +142,7 @@ def summarize(runs, library, rounds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--library", required=True, choices=sorted(CONFIGS))
+    ap.add_argument("--collective", default="allreduce", choices=("allreduce", "allgather", "reduce_scatter"))
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--mpiexec", default="mpiexec")
     ap.add_argument("--mpiexec-args", default="", help="extra mpiexec arguments, space separated")
@@ -130,12 +158,13 @@ def main():
     if a.summarize:
         with open(a.summarize) as f:
             doc = json.load(f)
-        summarize(doc["runs"], doc["library"], max(r["round"] for r in doc["runs"]) + 1)
+        summarize(doc["runs"], doc["library"], max(r["round"] for r in doc["runs"]) + 1,
+                  doc.get("collective", "allreduce"))
         return
     if not a.out:
         ap.error("--out is required")
     a.mpiexec_args = a.mpiexec_args.split()
-    configs = CONFIGS[a.library]
+    configs = CONFIGS[a.library] if a.collective == "allreduce" else CONFIGS_OF[(a.library, a.collective)]
     if a.configs:
         configs = [configs[int(i)] for i in a.configs.split(",")]
     runs, failed, library = [], {}, None
@@ -153,9 +182,9 @@ def main():
                 print(f"# round {rnd + 1} {name}: " + ", ".join(
                     f"{n}: mpi {v.get('mpi4py', float('nan')):.1f} auto {v.get('auto', float('nan')):.1f}"
                     for n, v in sorted(res["rows"].items(), key=lambda kv: int(kv[0]))), flush=True)
-    summary = summarize(runs, library, a.rounds)
+    summary = summarize(runs, library, a.rounds, a.collective)
     with open(a.out, "w") as f:
-        json.dump({"library": library, "sizes": [s["nbytes"] for s in summary], "runs": runs, "failed": failed,
+        json.dump({"library": library, "collective": a.collective, "sizes": [s["nbytes"] for s in summary], "runs": runs, "failed": failed,
                    "summary": summary, "command": " ".join(sys.argv)}, f, indent=1)
     if failed:
         print(f"# configurations that failed: {', '.join(failed)}")

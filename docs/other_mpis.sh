@@ -33,6 +33,11 @@ for lib in ompi impi; do
         echo "$lib nt=$nt P=$P $suite: $out"
       done
     done
+    for P in 2 3; do               # allgather and reduce_scatter (issue 26): the whole matrix
+      out=$(env $ENV MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 LPMPI_NODE_TRANSPORT=$nt timeout 900 \
+            $MX -n $P $PY tests/blocks_cases.py 2>&1 | grep -E "SUMMARY|FAIL" | head -5)
+      echo "$lib nt=$nt P=$P blocks: $out"
+    done
     for form in nonblocking persistent; do
       out=$(env $ENV MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 LPMPI_NODE_TRANSPORT=$nt timeout 400 \
             $MX -n 3 $PY tests/mpi_cases.py allreduce --form $form --stride 3 2>&1 | grep -E "SUMMARY|FAIL" | head -5)
