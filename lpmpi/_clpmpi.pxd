@@ -89,7 +89,7 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_errwhere()
     const char *lp_coll_name(lp_coll_t coll)
     int lp_coll_traits(lp_coll_t coll, int *has_op, int *has_root, int *input, int *result,
-                       int *sblocks, int *rblocks)
+                       int *sblocks, int *rblocks, int *shm)
     const char *lp_coll_mpi_name(lp_coll_t coll)
     const char *lp_mem_name(lp_mem_t mem)
 
@@ -117,7 +117,7 @@ cdef extern from "lpmpi.h" nogil:
     int lp_comm_nodes(MPI_Comm comm, int *nnodes, int *node)
     int lp_comm_transport(MPI_Comm comm, int *why)
     const char *lp_shm_failure()
-    int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *which)
+    int lp_comm_ring_transport(MPI_Comm comm, lp_coll_t coll, size_t nbytes, int requested, int *which)
     void lp_node_transport_sizes(size_t *out)
     void lp_set_node_transport(int mode)
     long lp_set_shm_spin(long ns)

@@ -59,6 +59,7 @@ class Collective:
     send_blocks: int    # blocks of the count in sendbuf: 1, or 0 for P
     recv_blocks: int    # blocks of the count in recvbuf: 1, or 0 for P
     mpi_name: str       # the MPI library's own collective: "MPI_Allreduce", ...
+    ring_shm: bool      # its ring runs over the shared-memory transport (else single-copy reads only)
 
     @property
     def has_recvbuf(self) -> bool:
@@ -130,6 +131,12 @@ def has_transports(collective: str, algorithm: str) -> bool:
     """True when ``algorithm`` of ``collective`` runs over a node-local transport chosen per call
     (on host memory, between the ranks of one node): a table row may name it (TRANSPORTS)."""
     return algorithm in chunked(collective) and bool(_core._node_local(collective, algorithm))
+
+
+def transports_of(collective: str) -> tuple[str, ...]:
+    """The node-local transports the ring of ``collective`` can run over (of TRANSPORTS): the
+    shared-memory one serves only the collectives whose row says so (allreduce)."""
+    return tuple(t for t in TRANSPORTS if t != "shm" or collective_info(collective).ring_shm)
 
 
 def set_transport(name: str | None) -> str | None:

@@ -275,12 +275,13 @@ int lp_comm_transport(MPI_Comm comm, int *why) {
     return LP_OK;
 }
 
-int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *which) {
+int lp_comm_ring_transport(MPI_Comm comm, lp_coll_t coll, size_t nbytes, int requested, int *which) {
     lp_ctx_t *ctx = NULL;
     int rc = lp_ctx_find(comm, &ctx);
     if (rc != LP_OK) return rc;
     if (!ctx || !ctx->node) return LP_FAIL(LP_ERR_ARG, "no collective ran on this communicator yet");
-    *which = lp_ring_transport(ctx->shm != NULL, ctx->pids != NULL, nbytes, requested);
+    if ((unsigned)coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
+    *which = lp_ring_transport(ctx->shm != NULL && lp_traits(coll)->shm, ctx->pids != NULL, nbytes, requested);
     return LP_OK;
 }
 

@@ -170,6 +170,8 @@ typedef struct {
                                          1, or 0 for P (the communicator's size) */
     const char *mpi_name;       /* the MPI library's own collective, e.g. "MPI_Allreduce" */
     const lp_native_calls_t *native;
+    unsigned char shm;          /* its ring runs over the shared-memory segment (alg_ring_shm.c)
+                                   where the decision asks; single-copy reads serve every ring */
 } lp_coll_traits_t;
 extern const lp_coll_traits_t lp_colls[LP_NCOLLS];
 static inline const lp_coll_traits_t *lp_traits(lp_coll_t c) { return &lp_colls[c]; }

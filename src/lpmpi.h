@@ -55,9 +55,10 @@ typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_ALLGATHER, LP_REDUCE_SC
 const char *lp_coll_name(lp_coll_t coll);   /* "allreduce", "reduce", "bcast", "allgather", ... */
 /* a collective's row (registry.c): reduces, has a root, which ranks bring data and get the
  * result (0 all, 1 the root, 2 all but the root), blocks of `count` elements in sendbuf and
- * recvbuf (0: P); LP_ERR_ARG for an unknown collective */
+ * recvbuf (0: P), its ring runs over the shared-memory transport; LP_ERR_ARG for an unknown
+ * collective */
 int lp_coll_traits(lp_coll_t coll, int *has_op, int *has_root, int *input, int *result,
-                   int *sblocks, int *rblocks);
+                   int *sblocks, int *rblocks, int *shm);
 const char *lp_coll_mpi_name(lp_coll_t coll);   /* the MPI library's own: "MPI_Allreduce", ... */
 
 /* memory kind of the user's buffers: the seam for device memory */
@@ -185,7 +186,7 @@ int lp_comm_transport(MPI_Comm comm, int *why);
 /* the transport of a ring allreduce of nbytes on host memory on comm (prepared context) when the
  * decision asks for `requested` (LP_TP_*): *which 1 shared memory, 2 single-copy reads, 0 MPI
  * point-to-point */
-int lp_comm_ring_transport(MPI_Comm comm, size_t nbytes, int requested, int *which);
+int lp_comm_ring_transport(MPI_Comm comm, lp_coll_t coll, size_t nbytes, int requested, int *which);
 /* the sizes of the model's rule (where no table row names a transport): shared memory for
  * [out[0], out[2]), single-copy reads from out[1] outside that range */
 void lp_node_transport_sizes(size_t out[3]);

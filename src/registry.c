@@ -187,20 +187,20 @@ int lp_algo_find(lp_coll_t coll, const char *name) {
 
 /* the collectives (internal.h: lp_coll_traits_t), in lp_coll_t's order */
 const lp_coll_traits_t lp_colls[LP_NCOLLS] = {
-    /* name        op root input       result         sblocks rblocks  MPI's own calls */
-    {"allreduce",  1, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 1, "MPI_Allreduce", &lp_native_allreduce},
-    {"reduce",     1, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 1, "MPI_Reduce",    &lp_native_reduce},
-    {"bcast",      0, 1,   LP_ON_ROOT, LP_ON_NONROOT, 1, 1, "MPI_Bcast",     &lp_native_bcast},
-    {"allgather",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgather", &lp_native_allgather},
+    /* name        op root input       result         sblocks rblocks  MPI's own calls  ring over shm */
+    {"allreduce",  1, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 1, "MPI_Allreduce", &lp_native_allreduce, 1},
+    {"reduce",     1, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 1, "MPI_Reduce",    &lp_native_reduce, 0},
+    {"bcast",      0, 1,   LP_ON_ROOT, LP_ON_NONROOT, 1, 1, "MPI_Bcast",     &lp_native_bcast, 0},
+    {"allgather",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgather", &lp_native_allgather, 0},
     {"reduce_scatter", 1, 0, LP_ON_ALL, LP_ON_ALL,    0, 1, "MPI_Reduce_scatter_block",
-     &lp_native_reduce_scatter},
+     &lp_native_reduce_scatter, 0},
 };
 
 static const char *const mem_names[LP_NMEMS] = {"host", "cuda"};
 const char *lp_coll_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? lp_colls[c].name : "?"; }
 const char *lp_coll_mpi_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? lp_colls[c].mpi_name : "?"; }
 int lp_coll_traits(lp_coll_t c, int *has_op, int *has_root, int *input, int *result, int *sblocks,
-                   int *rblocks) {
+                   int *rblocks, int *shm) {
     if ((unsigned)c >= LP_NCOLLS) return LP_ERR_ARG;
     const lp_coll_traits_t *t = &lp_colls[c];
     *has_op = t->has_op;
@@ -209,6 +209,7 @@ int lp_coll_traits(lp_coll_t c, int *has_op, int *has_root, int *input, int *res
     *result = t->result;
     *sblocks = t->sblocks;
     *rblocks = t->rblocks;
+    *shm = t->shm;
     return LP_OK;
 }
 const char *lp_mem_name(lp_mem_t m) { return (unsigned)m < LP_NMEMS ? mem_names[m] : "?"; }

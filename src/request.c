@@ -201,10 +201,10 @@ static int req_plan(lp_req_t *r) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
     } else if (A->sched == &lp_sched_ring && !a->dev) {   /* node-local transports */
-        /* the shared-memory segment serves the allreduce only; single-copy reads every ring
-         * collective (alg_ring_cma.c); the rule by the bytes of the buffers' P blocks */
+        /* the shared-memory segment serves the collectives whose row says so; single-copy reads
+         * every ring collective (alg_ring_cma.c); the rule by the bytes of the buffers' P blocks */
         size_t nb = lp_key_bytes(a->coll, a->count, a->esize, a->size);
-        int t = lp_ring_transport(a->shm != NULL && a->coll == LP_ALLREDUCE, a->pids != NULL, nb,
+        int t = lp_ring_transport(a->shm != NULL && lp_traits(a->coll)->shm, a->pids != NULL, nb,
                                   a->transport);
         r->sched = t == LP_RING_SHM ? &lp_sched_ring_shm : t == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
     } else r->sched = A->sched;

@@ -105,8 +105,8 @@ class Tuner:
     def _space(self, collective: str, nbytes: int) -> Space:
         """The bucket's space; in a transport space the configurations the model names (no
         transport) get the one the model's rule takes at this size."""
-        rule = rule_transport(self.comm, nbytes) if self.s.transports else None
-        transports = self.s.transports
+        rule = rule_transport(self.comm, nbytes, collective) if self.s.transports else None
+        transports = tuple(t for t in self.s.transports if t in engine.transports_of(collective))
         if self.s.shm_below is not None and nbytes >= self.s.shm_below:
             transports = tuple(t for t in transports if t != "shm")
             if rule == "shm":

@@ -170,19 +170,20 @@ _NT_WHY = ("in use: single-copy reads between the ranks of this node (process_vm
            "process_vm_readv between the ranks was refused (ptrace permissions)")
 _NT_NAME = {0: "cma", 6: "shm", 8: "shm+cma", 9: "cma"}
 
-def ring_transport(comm=None, size_t nbytes=0, requested="decided"):
-    """The transport a ring allreduce of nbytes on host memory uses on comm: "shm", "cma" or
-    "mpi" (local; None for a communicator no lpmpi collective ran on yet).  requested: what the
-    decision asks for ("mpi", "shm", "cma", or None for the model's rule by size); by default
-    the decision's own (table row, override or model, :func:`transport_choice`)."""
+def ring_transport(comm=None, size_t nbytes=0, requested="decided", collective="allreduce"):
+    """The transport the ring of ``collective`` (allreduce by default) of nbytes on host memory
+    uses on comm: "shm", "cma" or "mpi" (local; None for a communicator no lpmpi collective ran
+    on yet).  requested: what the decision asks for ("mpi", "shm", "cma", or None for the
+    model's rule by size); by default the decision's own (table row, override or model,
+    :func:`transport_choice`).  Only allreduce's ring runs over shared memory."""
     cdef MPI_Comm h
     cdef int size = 0, which = 0, rc
     _comm(comm, &h, &size)
     if not lp_comm_ready(h):
         return None
     if requested == "decided":
-        requested = transport_choice("allreduce", nbytes, comm)[0]
-    rc = lp_comm_ring_transport(h, nbytes, _tp_index(requested), &which)
+        requested = transport_choice(collective, nbytes, comm)[0]
+    rc = lp_comm_ring_transport(h, <lp_coll_t>_coll_index(collective), nbytes, _tp_index(requested), &which)
     if rc != LP_OK:
         _raise_status(rc)
     return TRANSPORTS[which]     # LP_RING_MPI, _SHM, _CMA: TRANSPORTS' order

@@ -54,10 +54,10 @@ def node_transports(comm: MPI.Comm) -> tuple[str, ...]:
     return transports_of(_core.comm_transport(comm)[0])
 
 
-def rule_transport(comm: MPI.Comm, nbytes: int) -> str | None:
-    """The transport the model's rule by size takes for a ring allreduce of ``nbytes`` on host
-    memory on ``comm`` (None before ``comm``'s first lpmpi call).  Local."""
-    return _core.ring_transport(comm, nbytes, None)
+def rule_transport(comm: MPI.Comm, nbytes: int, collective: str = "allreduce") -> str | None:
+    """The transport the model's rule by size takes for the ring of ``collective`` of ``nbytes``
+    on host memory on ``comm`` (None before ``comm``'s first lpmpi call).  Local."""
+    return _core.ring_transport(comm, nbytes, None, collective)
 
 
 def run_node_bytes(
