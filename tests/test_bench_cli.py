@@ -273,9 +273,11 @@ def test_forms_run_with_read_result_checks_every_row(tmp_path):
     rc, out, _ = run(cmd, child_env(), 180)
     assert rc == 0, out[-6000:]
     rows = json.loads(js.read_text())["rows"]
-    # 2 sizes: allreduce and reduce in both forms, bcast, allgather and reduce_scatter blocking
-    # (the bench has no in-place rows for the last three)
-    assert len(rows) == 14 and all(r["check"] == "ok" and r["time_us"] > 0 for r in rows), rows
+    # 2 sizes: allreduce, reduce, allgather and reduce_scatter in both forms, bcast blocking
+    # (it has no in-place form)
+    assert len(rows) == 18 and all(r["check"] == "ok" and r["time_us"] > 0 for r in rows), rows
+    inpl = {r["collective"] for r in rows if r["label"].endswith("/inpl")}
+    assert inpl == {"allreduce", "reduce", "allgather", "reduce_scatter"}, inpl
 
 
 @pytest.mark.mpi

@@ -16,8 +16,9 @@ holds lines the previous call's transfers left in the peer core's cache).
 - ``nonblocking``  ``lpmpi.iallreduce(x, y).wait()`` (label ``ALG/nb``): what a start and a wait
   cost against the blocking call;
 - ``persistent``   ``p.start(); p.wait()`` of ``lpmpi.allreduce_init(x, y)`` made once (``ALG/pers``);
-- ``inplace``      ``lpmpi.allreduce(lpmpi.IN_PLACE, z)`` (``ALG/inpl``; allreduce and reduce):
-  the pattern of training loops, against out of place.
+- ``inplace``      ``lpmpi.allreduce(lpmpi.IN_PLACE, z)`` (``ALG/inpl``; allreduce, reduce,
+  allgather: ``z`` holds the P blocks, this rank's at its place; reduce_scatter: ``z`` holds the
+  P blocks and gets the result in its first): the pattern of training loops, against out of place.
 
 ``--fresh-input`` rewrites a call's input (the in-place buffer: its original values) before
 each timed call, outside its time, as a training step writes its gradient before reducing it.
@@ -94,9 +95,28 @@ def _persistent(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Cal
     return call, req
 
 
+def _inplace_buffer(s: Settings, orig: np.ndarray, rank: int, nprocs: int) -> Any:
+    """The buffer of an in-place call: the input itself (allreduce, reduce, reduce_scatter's P
+    blocks), or allgather's P blocks with this rank's input at its place."""
+    if s.collective != "allgather":
+        return s.backend.from_host(orig)
+    host = np.zeros(nprocs * orig.size, orig.dtype)
+    host[rank * orig.size:(rank + 1) * orig.size] = orig
+    return s.backend.from_host(host)
+
+
+def _inplace_input(s: Settings, buf: Any, orig: np.ndarray, rank: int) -> Any:
+    """The part of an in-place buffer that is this rank's input (--fresh-input rewrites it)."""
+    return buf[rank * orig.size:(rank + 1) * orig.size] if s.collective == "allgather" else buf
+
+
 def _inplace(case: Case, s: Settings, buf: Any, comm: MPI.Comm) -> Callable[[], Any]:
     kw = _kw(case)
-    if s.collective == "allreduce":
+    if s.collective == "allgather":
+        call = functools.partial(lpmpi.allgather, lpmpi.IN_PLACE, buf, comm, **kw)
+    elif s.collective == "reduce_scatter":
+        call = functools.partial(lpmpi.reduce_scatter, lpmpi.IN_PLACE, buf, s.op, comm, **kw)
+    elif s.collective == "allreduce":
         call = functools.partial(lpmpi.allreduce, lpmpi.IN_PLACE, buf, s.op, comm, **kw)
     elif comm.Get_rank() == s.root:
         call = functools.partial(lpmpi.reduce, lpmpi.IN_PLACE, buf, s.op, s.root, comm, **kw)
@@ -106,13 +126,14 @@ def _inplace(case: Case, s: Settings, buf: Any, comm: MPI.Comm) -> Callable[[], 
 
 
 def _check_inplace(comm: MPI.Comm, s: Settings, case: Case, orig: np.ndarray, reference: Any) -> str | None:
-    """The in-place call's result, on a fresh copy of the input, against native's."""
-    buf = s.backend.from_host(orig)
+    """The in-place call's result, on a fresh copy of the input, against native's (reduce_scatter:
+    the buffer's first block)."""
+    buf = _inplace_buffer(s, orig, comm.Get_rank(), comm.Get_size())
     _inplace(case, s, buf, comm)()
     why = None
     full = reference[2]
     if engine.collective_info(s.collective).gets_result(comm.Get_rank(), s.root) and full is not None:
-        got = s.backend.to_host(buf).reshape(-1)
+        got = s.backend.to_host(buf).reshape(-1)[:full.size]
         if not same_result(got, full.reshape(-1), s.dtype, comm.Get_size()):
             why = "in-place result differs from native's"
     whys = comm.allgather(why)
@@ -158,10 +179,8 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
     count = whole_blocks(s.collective, count, nprocs)
     nbytes = count * s.dtype.itemsize
     bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root, nprocs)
-    # in place: allreduce and reduce (bcast has no such form; allgather's and reduce_scatter's
-    # in-place rows are not in the bench yet)
-    elementwise = bool(info.send_blocks and info.recv_blocks)
-    inplace_buf = s.backend.from_host(bufs.orig) if info.has_recvbuf and elementwise else None
+    # in place: every collective with a recvbuf (bcast has no such form)
+    inplace_buf = _inplace_buffer(s, bufs.orig, rank, nprocs) if info.has_recvbuf else None
     native = None
     if NATIVE in lpmpi.algorithms(s.collective):
         native = make_call(Case(NATIVE, NATIVE), s.collective, bufs, s.op, s.root, comm)
@@ -198,8 +217,8 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
             if row.error is None and s.read_result:
                 call = _then_read(call, _result_of(s, form, bufs, inplace_buf, rank))
             if row.error is None and s.fresh_input:
-                call = _fresh(s, call, inplace_buf if form == "inplace" else bufs.send, bufs.orig,
-                              rank)
+                call = _fresh(s, call, _inplace_input(s, inplace_buf, bufs.orig, rank)
+                              if form == "inplace" else bufs.send, bufs.orig, rank)
             if row.error is not None:
                 row.check = "ERROR"
                 continue
