@@ -159,9 +159,10 @@ const lp_algo_t lp_algos[] = {
     {"mst",    LP_BCAST,     0, &lp_sched_bcast_mst,        cost_bcast_mst,        NULL},
     {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be,         NULL},
     {"native", LP_BCAST,     0, &lp_sched_native,           cost_bcast_native,     NULL},
+    /* be before lp and ring: the model's ties at P = 2 go to the first (select.c) */
+    {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be,     NULL},
     {"lp",     LP_ALLGATHER, 1, &lp_sched_allgather_lp,     cost_allgather_lp,     NULL},
     {"ring",   LP_ALLGATHER, 0, &lp_sched_ring,             cost_allgather_ring,   NULL},
-    {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be,     NULL},
     {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL},
     {"lp",     LP_REDUCE_SCATTER, 1, &lp_sched_reduce_scatter_lp, cost_reduce_scatter_lp, NULL},
     {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL},

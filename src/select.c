@@ -73,9 +73,17 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
                                                                  : lp_best_chunk_with(m, i, P, nbytes);
             double ti = lp_predict_with(m, i, P, (double)nbytes, (double)ci);
             /* a tie (ring and be cost the same at P = 2) goes to an algorithm with node-local
-             * transports where the communicator has one: the model prices every transfer as an
-             * MPI message, which they beat (P = 2, this VM: 1 MiB ring 65 us against be 110) */
-            int nl = node_local && mem == LP_MEM_HOST && lp_algo_node_local(i) && !lp_algo_node_local(a);
+             * transports where the communicator has one and the collective reduces: the model
+             * prices every transfer as an MPI message, and single-copy reads fold the peers'
+             * data straight from their buffers (allreduce, P = 2, this VM: 1 MiB ring 65 us
+             * against be 110).  A plain copy (allgather) gains nothing from reading the peer's
+             * buffer: MPI's pipeline through cache-resident cells moves the same DRAM bytes
+             * without the kernel's page pinning, and the tie stays with the registry's order
+             * (be first: allgather at P = 2, 8 launches half pinned, be 3.0-3.2x MPICH at
+             * 512 KiB-2 MiB and 1.18-1.85x at 16-64 MiB, the ring 1.15-1.17x and 0.90-1.31x;
+             * docs/results/issue26/s4/allgather_ring_be.txt) */
+            int nl = node_local && mem == LP_MEM_HOST && lp_traits(coll)->has_op &&
+                     lp_algo_node_local(i) && !lp_algo_node_local(a);
             if (a < 0 || ti < tbest || (nl && ti <= tbest * (1 + 1e-12))) { a = i; tbest = ti; c = ci; }
         }
         src = LP_SRC_MODEL;
