@@ -49,6 +49,17 @@ def as_kind(a, kind):
     return torch.from_numpy(a.copy())
 
 bad = []
+
+def judge(desc, res, ref16):   # the blocking result within 1 ulp, every form's bits equal to it
+    b0 = bits(res["blocking"])
+    ulps = np.abs(ordered(b0) - ref16).max()
+    if ulps > 1:
+        bad.append(f"{desc}: {ulps} ulp from the once-rounded sum")
+    for form, v in res.items():
+        if not np.array_equal(bits(v), b0):
+            bad.append(f"{desc}: {form} differs from blocking")
+    return b0
+
 n = 3001
 dts = [np.dtype(np.float16)] + ([BF16] if BF16 is not None else [])
 kinds = ["numpy"] + (["torch"] if torch is not None else [])
@@ -100,13 +111,7 @@ for dt in dts:
                         if any(v is not None for v in (res["blocking"], res["nonblocking"])):
                             bad.append(f"{desc}: a non-root got a result")
                         continue
-                    b0 = bits(res["blocking"])
-                    ulps = np.abs(ordered(b0) - ref16).max()
-                    if ulps > 1:
-                        bad.append(f"{desc}: {ulps} ulp from the once-rounded sum")
-                    for form, v in res.items():
-                        if not np.array_equal(bits(v), b0):
-                            bad.append(f"{desc}: {form} differs from blocking")
+                    b0 = judge(desc, res, ref16)
                     if coll == "allreduce":
                         digests = w.allgather(b0.tobytes())
                         if len(set(digests)) != 1:
@@ -140,13 +145,7 @@ for dt in dts:
                 res["chunked"] = lpmpi.reduce_scatter(x, chunk_bytes=1024, **kw)
                 if not np.array_equal(bits(x), bits(as_kind(xr[me], kind))):
                     bad.append(f"{desc}: sendbuf written")
-                b0 = bits(res["blocking"])
-                ulps = np.abs(ordered(b0) - ref16).max()
-                if ulps > 1:
-                    bad.append(f"{desc}: {ulps} ulp from the once-rounded sum")
-                for form, v in res.items():
-                    if not np.array_equal(bits(v), b0):
-                        bad.append(f"{desc}: {form} differs from blocking")
+                judge(desc, res, ref16)
                 plain = lpmpi.reduce_scatter(x, op=opn, algorithm=alg)
                 worse_without += int(np.abs(ordered(bits(plain)) - ref16).max() > 1)
 if P >= 3 and me == P - 1 and worse_without == 0:   # (the reduce root)
