@@ -133,7 +133,7 @@ def has_transports(collective: str, algorithm: str) -> bool:
     return algorithm in chunked(collective) and bool(_core._node_local(collective, algorithm))
 
 
-def transports_of(collective: str) -> tuple[str, ...]:
+def ring_transports(collective: str) -> tuple[str, ...]:
     """The node-local transports the ring of ``collective`` can run over (of TRANSPORTS): the
     shared-memory one serves only the collectives whose row says so (allreduce)."""
     return tuple(t for t in TRANSPORTS if t != "shm" or collective_info(collective).ring_shm)

@@ -33,9 +33,10 @@
  *   buffer is its rank).  Memory: reduce_scatter 2 P blk bytes of scratch. */
 #include "internal.h"
 
+/* the decision's chunk, at most the largest MPI message */
 static size_t chunk(const lp_args_t *a) {
     size_t cb = a->chunk_elems * a->esize, pb = lp_piece_bytes(a);
-    return cb && cb < pb ? cb : pb;
+    return cb < pb ? cb : pb;
 }
 
 static int ag_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
@@ -68,7 +69,7 @@ static int rs_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     (void)r;
     p->nphases = 3;
     p->narrows = a->acc != NULL;
-    p->work = 2 * (size_t)a->size * a->count * a->esize;
+    p->work = 2 * lp_buf_bytes(a->coll, a->count, a->esize, a->size, 0);   /* A, then B */
     return LP_OK;
 }
 

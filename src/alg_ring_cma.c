@@ -47,6 +47,8 @@ static int xch_phases(int P) { return (P - 1 + XCH - 1) / XCH; }
 /* the blocks: allreduce's P near-equal blocks of its one buffer, block b owned by rank b - 1
  * (ring's); reduce_scatter's and allgather's blocks of `count` elements, block r rank r's */
 static int uniform(const lp_args_t *a) { return lp_per_rank_blocks(a->coll); }
+/* nothing reduced (allgather): the gather copies the peers' inputs */
+static int reduces(const lp_args_t *a) { return lp_traits(a->coll)->has_op; }
 static int owned(const lp_args_t *a, int rank) { return uniform(a) ? rank : lp_ring_owned(rank, a->size); }
 static void blk(const lp_args_t *a, int b, size_t *off, size_t *len) {
     if (uniform(a)) {
@@ -70,9 +72,9 @@ enum { ST_HELLO, ST_REDUCE, ST_MID, ST_COPY, ST_GATHER, ST_END };
 static int stages(const lp_args_t *a, int st[6]) {
     int n = 0;
     st[n++] = ST_HELLO;
-    if (lp_traits(a->coll)->has_op) {
+    if (reduces(a)) {
         st[n++] = ST_REDUCE;
-        if (a->coll == LP_ALLREDUCE) {
+        if (!uniform(a)) {                             /* allreduce: every block to everyone */
             st[n++] = ST_MID;
             st[n++] = ST_GATHER;
         } else if (a->sbuf == a->rbuf) {               /* the peers read my input meanwhile */
@@ -88,7 +90,7 @@ static int stages(const lp_args_t *a, int st[6]) {
 static int exchanging(int st) { return st == ST_HELLO || st == ST_MID || st == ST_END; }
 /* reduce_scatter in place: its result waits here until every peer has read its input */
 static size_t held_bytes(const lp_args_t *a) {
-    return a->coll == LP_REDUCE_SCATTER && a->sbuf == a->rbuf ? a->count * a->esize : 0;
+    return reduces(a) && uniform(a) && a->sbuf == a->rbuf ? a->count * a->esize : 0;
 }
 /* work area: [addresses of every rank: P addr_t][mine][exchange bytes: 2 P][2 slots] */
 static addr_t *table(lp_req_t *r) { return (addr_t *)lp_req_area(r, LP_AREA_WORK); }
@@ -158,7 +160,7 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         lp_lane_t *l = lp_lane_xport(r, a, &xport, CMA_GATHER, a->rbuf,
                                    a->count * es * (uniform(a) ? (size_t)P : 1), 0);
         lp_lane_region(l, 3, (char *)t);
-        if (a->coll == LP_ALLGATHER && a->sbuf != a->rbuf)   /* and my own */
+        if (!reduces(a) && a->sbuf != a->rbuf)         /* allgather: and my own */
             lp_lane_copy(r, a, a->rbuf + (size_t)me * a->count * es, a->sbuf, a->count * es, 0);
         break;
     }
@@ -225,7 +227,7 @@ static int gather(const lp_lane_t *l) {
         size_t off, len;
         blk(a, owned(a, p), &off, &len);
         /* allreduce: the owner's result; allgather: the peer's input (in place: at its place) */
-        const char *src = a->coll == LP_ALLGATHER && t[p].sbuf != t[p].rbuf ? t[p].sbuf
+        const char *src = !reduces(a) && t[p].sbuf != t[p].rbuf ? t[p].sbuf
                                                                             : t[p].rbuf + off * a->esize;
         if (len) LP_TRY(lp_cma_read(a->pids[p], a->rbuf + off * a->esize, src, len * a->esize));
     }

@@ -182,16 +182,16 @@ static inline int lp_on(int which, int rank, int root) {
 /* 1 where a buffer holds a block per rank (allgather, reduce_scatter), 0 where both hold the
  * message (element-wise collectives: allreduce, reduce, bcast) */
 static inline int lp_per_rank_blocks(lp_coll_t c) { return lp_colls[c].sblocks != 1 || lp_colls[c].rblocks != 1; }
-/* the bytes a decision and the transport rule are keyed by: the message, or the P blocks'
- * bytes (as nccl-tests counts allgather and reduce_scatter) */
-static inline size_t lp_key_bytes(lp_coll_t c, size_t count, size_t esize, int P) {
-    return count * esize * (lp_per_rank_blocks(c) ? (size_t)P : 1);
-}
-
 /* the bytes of a call's sendbuf (recv = 0) or recvbuf (recv = 1): its blocks of `count` elements */
 static inline size_t lp_buf_bytes(lp_coll_t c, size_t count, size_t esize, int P, int recv) {
     size_t b = recv ? lp_colls[c].rblocks : lp_colls[c].sblocks;
     return count * esize * (b ? b : (size_t)P);
+}
+/* the bytes a decision and the transport rule are keyed by: the larger buffer's, i.e. the
+ * message or the P blocks (as nccl-tests counts allgather and reduce_scatter) */
+static inline size_t lp_key_bytes(lp_coll_t c, size_t count, size_t esize, int P) {
+    size_t s = lp_buf_bytes(c, count, esize, P, 0), r = lp_buf_bytes(c, count, esize, P, 1);
+    return s > r ? s : r;
 }
 
 /* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */

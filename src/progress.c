@@ -582,10 +582,10 @@ static int set_push(lp_req_t *r) {
 
 /* Nothing moved and the requests wait only for the peers' counters in transport xp's segment s
  * (NULL: other things too, or a caller that must not block): spin on the counters a while, then
- * sleep until a peer advances one (the transport's arm and sleep, schedule.h; alg_ring_shm.c).  A spinning waiter answers fastest while
- * every rank owns a core; where ranks share cores, with each other (more ranks than cores) or
- * with other work (a data loader, another job), its spin takes the time the peer it waits for
- * needs: a sched_yield hands the rest of the slice to whatever else runs there (a busy process
+ * sleep until a peer advances one (the transport's arm and sleep, schedule.h; alg_ring_shm.c).
+ * A spinning waiter answers fastest while every rank owns a core; where ranks share cores,
+ * with each other (more ranks than cores) or with other work (a data loader, another job), its
+ * spin takes the time the peer it waits for needs: a sched_yield hands the rest of the slice to whatever else runs there (a busy process
  * beside the ranks: each wait then costs one of its slices), a plain spin keeps the core from a
  * peer queued on it.  So the spin adapts, as an adaptive mutex does: each thread's budget
  * halves whenever a wait had to sleep and doubles (up to lp_spin_ns) whenever the spin
@@ -649,9 +649,8 @@ static void idle_wait(const lp_xport_t *xp, const void *s, int rank) {
 
 /* Requests of G.set wait for the counters of transport xp's segment s: every SHM_ALIVE_NS of a
  * wait in which nothing moved, is every peer's process still there (xp's gone(): alg_ring_shm.c
- * reads /proc)?  MPI
- * notices a dead peer of its own transfers; nothing else would notice one that will never
- * advance a counter.  Where one is gone, those requests fail (LP_ERR_PEER) and this returns 1. */
+ * reads /proc)?  MPI notices a dead peer of its own transfers; nothing else would notice one
+ * that will never advance a counter.  Where one is gone, those requests fail (LP_ERR_PEER) and this returns 1. */
 enum { SHM_ALIVE_NS = 100000000 };
 static _Thread_local struct { unsigned long moves; long long last; } A;
 

@@ -137,8 +137,8 @@ def test_info_and_explain_say_which_transport(tmp_path):
             # the shared-memory segment serves allreduce's ring only: allgather's asks fall back
             "ag = [_core.ring_transport(None, n << 10, x, 'allgather') for n, x in ((8, None), (8, 'shm'))]; "
             "assert 'shm' not in ag and ag[0] == ag[1], ag; "
-            "from lpmpi import engine; assert engine.transports_of('allgather') == ('mpi', 'cma'); "
-            "assert engine.transports_of('allreduce') == ('mpi', 'shm', 'cma'); "
+            "from lpmpi import engine; assert engine.ring_transports('allgather') == ('mpi', 'cma'); "
+            "assert engine.ring_transports('allreduce') == ('mpi', 'shm', 'cma'); "
             "import sys; sys.stdout.write('T ' + t[0] + '\\n')")
     for env, want in (({}, None), ({"LPMPI_NODE_TRANSPORT": "mpi"}, "mpi"),
                       ({"MPIR_CVAR_NUM_CLIQUES": "2"}, "mpi")):

@@ -106,7 +106,7 @@ class Tuner:
         """The bucket's space; in a transport space the configurations the model names (no
         transport) get the one the model's rule takes at this size."""
         rule = rule_transport(self.comm, nbytes, collective) if self.s.transports else None
-        transports = tuple(t for t in self.s.transports if t in engine.transports_of(collective))
+        transports = tuple(t for t in self.s.transports if t in engine.ring_transports(collective))
         if self.s.shm_below is not None and nbytes >= self.s.shm_below:
             transports = tuple(t for t in transports if t != "shm")
             if rule == "shm":

@@ -31,18 +31,7 @@ cdef object _alloc_like(obj, int dtype, int mem=0):
     array, see _alloc_device)."""
     if mem:
         return _alloc_device(obj, dtype)
-    if cnp.PyArray_Check(obj):
-        return np.empty(obj.shape, obj.dtype)
-    if _is_torch(obj):                         # the input's own kind: a tensor like it
-        import torch
-        return torch.empty_like(obj, memory_format=torch.contiguous_format)
-    if hasattr(type(obj), "__dlpack__"):
-        shape = getattr(obj, "shape", None)
-        if shape is None:
-            raise TypeError(f"recvbuf=None: the result takes sendbuf's shape, and "
-                            f"{type(obj).__qualname__} has no .shape: pass recvbuf")
-        return np.empty(tuple(shape), _np_dtype(dtype))
-    return np.empty(memoryview(obj).shape, DTYPE_NAMES[dtype])
+    return _alloc_shaped(obj, dtype, _shape_of(obj), 0)
 
 cdef object _np_dtype(int dtype):
     if dtype == BF16:

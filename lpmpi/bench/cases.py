@@ -173,7 +173,7 @@ def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int |
             cases.append(Case(label, AUTO))
         elif transports and engine.has_transports(collective, label):
             cases += [Case(chunk_label(label, None, transport=tp), label, chunk_bytes, tp)
-                      for tp in transports if tp in engine.transports_of(collective)]
+                      for tp in transports if tp in engine.ring_transports(collective)]
         else:
             cases.append(Case(label, label, chunk_bytes))
     return cases

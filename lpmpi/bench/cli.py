@@ -311,8 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.peers:
         import lpmpi.torch
         lpmpi.torch.init_process_group(comm)
-        out("# peers: torch.distributed gloo " + {"allreduce": "all_reduce (copy into recvbuf, then in place)",
-            "allgather": "all_gather_single", "reduce_scatter": "reduce_scatter_single"}[args.collective])
+        how = " (copy into recvbuf, then in place)" if args.collective == "allreduce" else ""
+        out(f"# peers: torch.distributed gloo {GLOO_CALLS[args.collective][0]}{how}")
     backend = memory_backend(args.memory, comm)
     collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
     all_rows: list[Row] = []

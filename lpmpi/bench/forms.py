@@ -111,18 +111,13 @@ def _inplace_input(s: Settings, buf: Any, orig: np.ndarray, rank: int) -> Any:
 
 
 def _inplace(case: Case, s: Settings, buf: Any, comm: MPI.Comm) -> Callable[[], Any]:
-    kw = _kw(case)
-    if s.collective == "allgather":
-        call = functools.partial(lpmpi.allgather, lpmpi.IN_PLACE, buf, comm, **kw)
-    elif s.collective == "reduce_scatter":
-        call = functools.partial(lpmpi.reduce_scatter, lpmpi.IN_PLACE, buf, s.op, comm, **kw)
-    elif s.collective == "allreduce":
-        call = functools.partial(lpmpi.allreduce, lpmpi.IN_PLACE, buf, s.op, comm, **kw)
-    elif comm.Get_rank() == s.root:
-        call = functools.partial(lpmpi.reduce, lpmpi.IN_PLACE, buf, s.op, s.root, comm, **kw)
-    else:
-        call = functools.partial(lpmpi.reduce, buf, None, s.op, s.root, comm, **kw)
-    return with_transport(call, case.transport)
+    """The in-place call: IN_PLACE and the buffer where this rank gets the result; a rank that
+    gets none (reduce off the root) passes its input and no recvbuf."""
+    info = engine.collective_info(s.collective)
+    mine = info.gets_result(comm.Get_rank(), s.root)
+    args = info.lpmpi_args(lpmpi.IN_PLACE if mine else buf, buf if mine else None, s.op, s.root, comm)
+    return with_transport(functools.partial(lpmpi_function(s.collective), *args, **_kw(case)),
+                          case.transport)
 
 
 def _check_inplace(comm: MPI.Comm, s: Settings, case: Case, orig: np.ndarray, reference: Any) -> str | None:

@@ -47,7 +47,7 @@ def grid_cases(collective: str, nbytes: int, nprocs: int, memory: str = "host",
     grid = sorted(model.grid(collective, nbytes), key=lambda g: g[0] != NATIVE)
     cases = []
     for alg, chunk in grid:
-        over = ([t for t in transports if t in engine.transports_of(collective)]
+        over = ([t for t in transports if t in engine.ring_transports(collective)]
                 if memory == "host" and transports and engine.has_transports(collective, alg) else [None])
         cases += [Case(chunk_label(alg, chunk, None, t), alg, chunk, t) for t in over]
     tuned = tuned_choice(collective, nbytes, nprocs, memory)
