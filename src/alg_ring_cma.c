@@ -44,20 +44,10 @@ static const lp_xport_t xport;
 typedef struct { char *sbuf, *rbuf; } addr_t;
 
 static int xch_phases(int P) { return (P - 1 + XCH - 1) / XCH; }
-/* the blocks: allreduce's P near-equal blocks of its one buffer, block b owned by rank b - 1
- * (ring's); reduce_scatter's and allgather's blocks of `count` elements, block r rank r's */
+/* the blocks (internal.h: lp_ring_block); nothing reduced (allgather): the gather copies the
+ * peers' inputs */
 static int uniform(const lp_args_t *a) { return lp_per_rank_blocks(a->coll); }
-/* nothing reduced (allgather): the gather copies the peers' inputs */
 static int reduces(const lp_args_t *a) { return lp_traits(a->coll)->has_op; }
-static int owned(const lp_args_t *a, int rank) { return uniform(a) ? rank : lp_ring_owned(rank, a->size); }
-static void blk(const lp_args_t *a, int b, size_t *off, size_t *len) {
-    if (uniform(a)) {
-        *off = (size_t)b * a->count;
-        *len = a->count;
-    } else {
-        lp_block(a->count, a->size, b, off, len);
-    }
-}
 static size_t slot_bytes(const lp_args_t *a) {
     size_t b = (uniform(a) ? a->count : a->count / (size_t)a->size + 1) * a->esize;
     size_t cb = a->chunk_elems * a->esize;
@@ -140,7 +130,7 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         exchange(r, a, g, xb, xb + P, 1);
         break;
     case ST_REDUCE: {                                  /* reduce my block */
-        blk(a, owned(a, me), &off, &len);
+        lp_ring_block(a, lp_ring_block_of(a, me), &off, &len);
         const size_t cb = slot_bytes(a);
         char *out = held_bytes(a) ? slots(r, a) + 2 * cb : a->rbuf + (uniform(a) ? 0 : off * es);
         lp_lane_t *l = lp_lane_xport(r, a, &xport, CMA_REDUCE, out, len * es, cb);
@@ -225,7 +215,7 @@ static int gather(const lp_lane_t *l) {
     for (int j = 1; j < P; j++) {
         int p = (me + j) % P;
         size_t off, len;
-        blk(a, owned(a, p), &off, &len);
+        lp_ring_block(a, lp_ring_block_of(a, p), &off, &len);
         /* allreduce: the owner's result; allgather: the peer's input (in place: at its place) */
         const char *src = !reduces(a) && t[p].sbuf != t[p].rbuf ? t[p].sbuf
                                                                             : t[p].rbuf + off * a->esize;

@@ -339,16 +339,28 @@ void lp_shm_close(lp_shm_t *s) {
 
 /* ---- the schedule ---- */
 
+/* The collectives (the row's `shm`): allreduce as above; reduce_scatter its in and red (block r
+ * rank r's, its result into recvbuf's one block); allgather its in (my own block's chunk into my
+ * slot, and into my recvbuf) and gather (the peers' chunks from their slots).  A stage a
+ * collective does not have still stores its counter (the next request's rounds wait on all
+ * three) and waits for no peer. */
+static int reduces(const lp_args_t *a) { return lp_traits(a->coll)->has_op; }
+static int has_stage(const lp_args_t *a, int st) {
+    return st == 0 || (st == 1 ? reduces(a) : a->coll != LP_REDUCE_SCATTER);
+}
+/* blocks a slot holds per round: the P blocks' chunks, or (allgather) my own block's */
+static size_t slot_blocks(const lp_args_t *a) { return reduces(a) ? (size_t)a->size : 1; }
+
 /* elements of chunk k of a block (c elements per block per round) */
 static size_t chunk_elems(const lp_args_t *a) {
-    size_t cap = a->shm->slot / ((size_t)a->size * a->esize), c = a->chunk_elems;
+    size_t cap = a->shm->slot / (slot_blocks(a) * a->esize), c = a->chunk_elems;
     if (cap < 1) cap = 1;
     return c < cap ? c : cap;
 }
 
 size_t lp_shm_rounds(const lp_args_t *a) {
     size_t off, len;
-    lp_block(a->count, a->size, 0, &off, &len);       /* block 0 is the longest */
+    lp_ring_block(a, 0, &off, &len);                  /* block 0 is the longest */
     size_t c = chunk_elems(a);
     return (len + c - 1) / c;
 }
@@ -423,7 +435,7 @@ static int ready(const lp_lane_t *l, size_t k) {
     /* in: round g - 2 has left my slot (every peer's done >= g - 1); red: the peers' inputs
      * of round g (in >= g + 1); gather: the peers' results of round g (out >= g + 1) */
     const int wait = st == 0 ? CTR_DONE : st == 1 ? CTR_IN : CTR_OUT;
-    const uint64_t need = st == 0 ? (g >= 1 ? g - 1 : 0) : g + 1;
+    const uint64_t need = st == 0 ? (g >= 1 ? g - 1 : 0) : has_stage(a, st) ? g + 1 : 0;
     for (int j = 1; j < P; j++)
         if (atomic_load_explicit(ctr(s, (me + j) % P, wait), memory_order_acquire) < need) return 0;
     return 1;
@@ -432,7 +444,7 @@ static int ready(const lp_lane_t *l, size_t k) {
 /* chunk k of block b: its first element and length */
 static inline void chunk_of(const lp_args_t *a, int b, size_t c, size_t k, size_t *off, size_t *len) {
     size_t bo, bl;
-    lp_block(a->count, a->size, b, &bo, &bl);
+    lp_ring_block(a, b, &bo, &bl);
     size_t lo = k * c < bl ? k * c : bl, hi = (k + 1) * c < bl ? (k + 1) * c : bl;
     *off = bo + lo;
     *len = hi - lo;
@@ -449,18 +461,28 @@ static int step(const lp_lane_t *l, size_t k, char *out_, size_t len_) {
      * (a streaming store to a cached dirty line writes it twice: `lpmpi-bench --forms
      * blocking,inplace --fresh-input`, ring in place / out of place at 32 and 64 MiB went
      * 1.12-1.24 -> 0.85-0.89) */
-    const int nt = st > 0 && a->count * es >= NT_BYTES && a->sbuf != a->rbuf;
+    const int nt = (st > 0 || !reduces(a)) && lp_key_bytes(a->coll, a->count, es, P) >= NT_BYTES &&
+                   a->sbuf != a->rbuf;
     size_t off, len;
-    if (st == 0) {                                     /* in: my parts of the others' blocks */
+    if (!has_stage(a, st)) {
+        /* nothing: the counter only */
+    } else if (st == 0 && !reduces(a)) {               /* in (allgather): my block's chunk */
+        chunk_of(a, me, c, k, &off, &len);
+        const char *src = a->sbuf + (a->sbuf == a->rbuf ? off : off - (size_t)me * a->count) * es;
+        if (len) memcpy(slot_of(s, me, g), src, len * es);
+        if (len && a->sbuf != a->rbuf) lp_copy_out(a->rbuf + off * es, src, len * es, nt);
+    } else if (st == 0) {                              /* in: my parts of the others' blocks */
         char *dst = slot_of(s, me, g);
         for (int j = 1; j < P; j++) {
-            int b = lp_ring_owned((me + j) % P, P);
+            int b = lp_ring_block_of(a, (me + j) % P);
             chunk_of(a, b, c, k, &off, &len);
             if (len) memcpy(dst + (size_t)b * c * es, a->sbuf + off * es, len * es);
         }
     } else if (st == 1) {                              /* red: my block, in ring's order */
-        const int b = lp_ring_owned(me, P);
+        const int b = lp_ring_block_of(a, me);
         chunk_of(a, b, c, k, &off, &len);
+        /* where the result goes: allreduce's block of its buffer, reduce_scatter's one block */
+        const size_t roff = lp_per_rank_blocks(a->coll) ? off - (size_t)b * a->count : off;
         /* in pieces of L1 size: a piece's result is copied out while it is in the L1 cache */
         const size_t piece = 16384 / es ? 16384 / es : 1;
         const sum2_fn sum2 = nt ? sum2_for(a) : NULL;
@@ -475,18 +497,19 @@ static int step(const lp_lane_t *l, size_t k, char *out_, size_t len_) {
                 y = acc;
             }
             if (sum2) {                                /* x0 + y into recvbuf and my slot */
-                sum2(a->rbuf + (off + i) * es, acc, x0, y, m);
+                sum2(a->rbuf + (roff + i) * es, acc, x0, y, m);
                 continue;
             }
             l->fn(acc, x0, y, m);
             if (a->op == LP_AVG) lp_scale(acc, m, a->dt, (double)P);
-            lp_copy_out(a->rbuf + (off + i) * es, acc, m * es, nt);
+            lp_copy_out(a->rbuf + (roff + i) * es, acc, m * es, nt);
         }
     } else {                                           /* gather: the peers' results */
         for (int j = 1; j < P; j++) {
-            int p = (me + j) % P, b = lp_ring_owned(p, P);
+            int p = (me + j) % P, b = lp_ring_block_of(a, p);
+            const size_t at = reduces(a) ? (size_t)b * c * es : 0;
             chunk_of(a, b, c, k, &off, &len);
-            if (len) lp_copy_out(a->rbuf + off * es, slot_of(s, p, g) + (size_t)b * c * es, len * es, nt);
+            if (len) lp_copy_out(a->rbuf + off * es, slot_of(s, p, g) + at, len * es, nt);
         }
     }
     lp_fence_nt(nt);

@@ -187,6 +187,20 @@ static inline size_t lp_buf_bytes(lp_coll_t c, size_t count, size_t esize, int P
     size_t b = recv ? lp_colls[c].rblocks : lp_colls[c].sblocks;
     return count * esize * (b ? b : (size_t)P);
 }
+/* the node-local rings' P blocks (alg_ring_cma.c, alg_ring_shm.c): allreduce's near-equal blocks
+ * of its one buffer, block b owned by rank b - 1 (ring's); reduce_scatter's and allgather's
+ * blocks of `count` elements, block r rank r's.  Offsets in elements of the P-block buffer. */
+static inline int lp_ring_block_of(const lp_args_t *a, int rank) {
+    return lp_per_rank_blocks(a->coll) ? rank : lp_ring_owned(rank, a->size);
+}
+static inline void lp_ring_block(const lp_args_t *a, int b, size_t *off, size_t *len) {
+    if (lp_per_rank_blocks(a->coll)) {
+        *off = (size_t)b * a->count;
+        *len = a->count;
+    } else {
+        lp_block(a->count, a->size, b, off, len);
+    }
+}
 /* the bytes a decision and the transport rule are keyed by: the larger buffer's, i.e. the
  * message or the P blocks (as nccl-tests counts allgather and reduce_scatter) */
 static inline size_t lp_key_bytes(lp_coll_t c, size_t count, size_t esize, int P) {

@@ -96,9 +96,11 @@ static double cost_bcast_native(const lp_model_t *m, int P, double n, double c) 
  * P - 1 steps of one block.  reduce_scatter's block goes in chunks, the reduction of chunk j
  * overlapping the transfer of chunk j + 1: per step K = blk/c latencies, the block at the
  * slower of moving and reducing, and one chunk of the faster one (the pipeline's tail) */
+/* over shared memory a round moves a chunk of every block (a synchronisation per chunk); over
+ * MPI a step sends a whole block whatever the chunk, and the model's best chunk, the block,
+ * prices that */
 static double cost_allgather_ring(const lp_model_t *m, int P, double n, double c) {
-    (void)c;
-    return (P - 1) * (m->alpha + n / P * m->beta);
+    return (P - 1) * (nchunks(n / P, c) * m->alpha + n / P * m->beta);
 }
 static double cost_reduce_scatter_ring(const lp_model_t *m, int P, double n, double c) {
     double blk = n / P;
@@ -162,7 +164,7 @@ const lp_algo_t lp_algos[] = {
     /* be before lp and ring: the model's ties at P = 2 go to the first (select.c) */
     {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be,     NULL},
     {"lp",     LP_ALLGATHER, 1, &lp_sched_allgather_lp,     cost_allgather_lp,     NULL},
-    {"ring",   LP_ALLGATHER, 0, &lp_sched_ring,             cost_allgather_ring,   NULL},
+    {"ring",   LP_ALLGATHER, 1, &lp_sched_ring,             cost_allgather_ring,   NULL},
     {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL},
     {"lp",     LP_REDUCE_SCATTER, 1, &lp_sched_reduce_scatter_lp, cost_reduce_scatter_lp, NULL},
     {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL},
@@ -192,9 +194,9 @@ const lp_coll_traits_t lp_colls[LP_NCOLLS] = {
     {"allreduce",  1, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 1, "MPI_Allreduce", &lp_native_allreduce, 1},
     {"reduce",     1, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 1, "MPI_Reduce",    &lp_native_reduce, 0},
     {"bcast",      0, 1,   LP_ON_ROOT, LP_ON_NONROOT, 1, 1, "MPI_Bcast",     &lp_native_bcast, 0},
-    {"allgather",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgather", &lp_native_allgather, 0},
+    {"allgather",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgather", &lp_native_allgather, 1},
     {"reduce_scatter", 1, 0, LP_ON_ALL, LP_ON_ALL,    0, 1, "MPI_Reduce_scatter_block",
-     &lp_native_reduce_scatter, 0},
+     &lp_native_reduce_scatter, 1},
 };
 
 static const char *const mem_names[LP_NMEMS] = {"host", "cuda"};
