@@ -1,5 +1,13 @@
-"""PyTorch glue: a DistributedDataParallel communication hook on lpmpi, and a gloo process
-group set up from the MPI ranks (for DDP's own bookkeeping).
+"""PyTorch glue: torch.distributed backend "lpmpi" (registered at import; lpmpi/_torch_pg.py,
+docs/api.md "torch.distributed backend"), a DistributedDataParallel communication hook on
+lpmpi, and a process group set up from the MPI ranks.
+
+Backend: under ``mpiexec -n P python train.py``::
+
+    import torch.distributed as dist, lpmpi.torch
+    dist.init_process_group("lpmpi")                 # DDP, FSDP2, DTensor, DCP run on it
+
+Hook (with gloo or any other group for DDP's bookkeeping):
 
 Importable only where torch is installed (``pip install 'lpmpi[torch]'``); ``import lpmpi``
 never imports it.  Usage, under ``mpiexec -n P python train.py``::
@@ -22,18 +30,20 @@ order everywhere.
 # ruff: noqa: FA100
 import atexit
 import os
-import queue
 import socket
-import threading
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
 import lpmpi
+from lpmpi._torch_pg import BACKEND, Options, ProcessGroupLpmpi, _completer, fill_env_from_mpi, register
 
-__all__ = ["HookState", "allreduce_hook", "init_process_group"]
+__all__ = ["BACKEND", "HookState", "Options", "ProcessGroupLpmpi", "allreduce_hook", "fill_env_from_mpi",
+           "init_process_group"]
+
+register()   # backend "lpmpi" for torch.distributed
 
 
 class HookState:
@@ -89,47 +99,6 @@ def _check_world(comm: MPI.Comm) -> None:
         f"instead of torchrun")
 
 
-class _Completer:
-    """One daemon thread that waits for the hook's requests in the order they were started
-    (GIL released while it waits) and completes their futures."""
-
-    def __init__(self) -> None:
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: Optional[threading.Thread] = None
-
-    def submit(self, req: "lpmpi.Request", fut: torch.futures.Future, value: Any) -> None:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="lpmpi-ddp-hook",
-                                                daemon=True)
-                self._thread.start()
-        self._q.put((req, fut, value))
-
-    def stop(self) -> None:
-        """At exit: let the thread finish its queue and end (a thread left running into the
-        interpreter's shutdown may end the process in torch's C++ with std::terminate)."""
-        with self._lock:
-            t, self._thread = self._thread, None
-        if t is not None and t.is_alive():
-            self._q.put(None)
-            t.join()
-
-    def _run(self) -> None:
-        while True:
-            item = self._q.get()
-            if item is None:
-                return
-            req, fut, value = item
-            try:
-                req.wait()
-            except BaseException as e:  # noqa: BLE001  (the future carries it to DDP's wait)
-                fut.set_exception(e)
-                continue
-            fut.set_result(value)
-
-
-_completer = _Completer()
 atexit.register(_completer.stop)    # before lpmpi's own exit handler (registered earlier)
 
 
@@ -144,7 +113,7 @@ def allreduce_hook(state: Union[HookState, MPI.Comm, None],
     req = lpmpi.iallreduce(lpmpi.IN_PLACE, grad, op="avg", comm=st.comm,
                            algorithm=st.algorithm, chunk_bytes=st.chunk_bytes, acc_dtype=acc)
     fut: torch.futures.Future = torch.futures.Future()
-    _completer.submit(req, fut, grad)
+    _completer.submit(req.wait, fut, grad)
     return fut
 
 
@@ -164,5 +133,6 @@ def init_process_group(comm: Optional[MPI.Comm] = None, backend: str = "gloo",
             s.bind(("", 0))
             port = s.getsockname()[1]
     port = comm.bcast(port, root=0)
+    kw = {"pg_options": Options(comm)} if backend == BACKEND else {}
     dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
-                            world_size=size)
+                            world_size=size, **kw)

@@ -1,0 +1,752 @@
+"""torch.distributed backend "lpmpi" (imported by ``lpmpi.torch``, which registers it).
+
+A Python ``torch.distributed.ProcessGroup`` on an MPI communicator: allreduce, reduce, bcast,
+allgather and reduce_scatter run lpmpi's algorithms as nonblocking requests; gather, scatter,
+all-to-all, send/recv and barrier run MPI's own calls through mpi4py.  Every call returns a
+``Work`` at once; ``wait()`` completes it in the calling thread (no thread hop: the common
+``async_op=False`` path costs one lpmpi request), ``get_future()`` hands the request to one
+completer thread that completes the future when the request does (DDP chains its buckets on
+those futures).
+
+How torch reaches it (2.13): ``dist.*`` call the Python names (``allreduce``,
+``all_gather_single``, ``reduce_scatter_single``, ``all_to_all_single``, ``*_coalesced``,
+``allgather``, ``reduce_scatter``, ``gather``, ``scatter``, ``alltoall``, ``send``, ``recv``,
+``barrier``); C++ callers (DDP's reducer and its parameter broadcast, functional collectives)
+reach the C++ names through pybind's trampoline (``allreduce``, ``broadcast``, ``allgather``,
+``_allgather_base``, ``allgather_into_tensor_coalesced``, ``reduce_scatter_tensor_coalesced``,
+``alltoall_base``, ...): both sets are defined here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import queue
+import socket
+import threading
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+
+import lpmpi
+
+BACKEND = "lpmpi"
+
+_OPS = {
+    dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg", dist.ReduceOp.PRODUCT: "prod",
+    dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max", dist.ReduceOp.BAND: "band",
+    dist.ReduceOp.BOR: "bor", dist.ReduceOp.BXOR: "bxor",
+}
+_HALF = (torch.float16, torch.bfloat16)
+
+
+class Options:
+    """``pg_options`` of ``init_process_group("lpmpi", pg_options=...)`` / ``new_group``.
+
+    comm: the mpi4py communicator the default group runs on (None: ``MPI.COMM_WORLD``); its
+    size must be torch's world size and its ranks torch's ranks.  Subgroups (``new_group``) are
+    made from it with ``MPI_Comm_create_group`` (only their members call it, as torch does).
+    algorithm, chunk_bytes: passed to lpmpi's collectives (as ``lpmpi.allreduce``).
+    acc_dtype: how float16 / bfloat16 tensors are summed (SUM, AVG, PREMUL_SUM): "float32"
+    (default: in float32, rounded once) or None (in their own precision)."""
+
+    def __init__(self, comm: MPI.Comm | None = None, *, algorithm: str = "auto",
+                 chunk_bytes: int | None = None, acc_dtype: str | None = "float32") -> None:
+        if comm is not None and not isinstance(comm, MPI.Intracomm):
+            raise TypeError(f"comm must be an mpi4py intracommunicator or None, got "
+                            f"{type(comm).__name__}")
+        if acc_dtype not in (None, "float32"):
+            raise ValueError(f"acc_dtype must be 'float32' or None, got {acc_dtype!r}")
+        if algorithm != "auto" and not isinstance(algorithm, str):
+            raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
+        self.comm = comm
+        self.algorithm = algorithm
+        self.chunk_bytes = chunk_bytes
+        self.acc_dtype = acc_dtype
+
+    def __repr__(self) -> str:
+        return (f"lpmpi.torch.Options(comm={self.comm!r}, algorithm={self.algorithm!r}, "
+                f"chunk_bytes={self.chunk_bytes!r}, acc_dtype={self.acc_dtype!r})")
+
+
+# ---- completing futures: one thread waits for the requests whose future was asked for ----
+
+class _Completer:
+    """A daemon thread that waits for requests in the order they were handed over (the GIL
+    released while it waits) and completes their futures."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, wait, fut: torch.futures.Future, value: Any) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+        self._q.put((wait, fut, value))
+
+    def stop(self) -> None:
+        """Let the thread finish its queue and end (at exit: a thread still running into the
+        interpreter's shutdown may end the process in torch's C++ with std::terminate)."""
+        with self._lock:
+            t, self._thread = self._thread, None
+        if t is not None and t.is_alive():
+            self._q.put(None)
+            t.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            wait, fut, value = item
+            try:
+                wait()
+            except BaseException as e:  # noqa: BLE001  (the future carries it to its waiter)
+                fut.set_exception(e)
+                continue
+            fut.set_result(value)
+
+
+_completer = _Completer("lpmpi-torch-work")
+
+
+class _Work(dist.Work):
+    """The requests of one torch call (lpmpi requests and/or mpi4py requests), and what runs
+    after them (copies back into the caller's tensors).  ``result`` is what ``get_future()``
+    completes with: the output tensors."""
+
+    def __init__(self, reqs: Sequence[Any], result: list[torch.Tensor], after=None,
+                 timeout: float = 0.0) -> None:
+        super().__init__()
+        self._reqs = list(reqs)
+        self._result = result
+        self._after = after
+        self._timeout = timeout
+        self._done = False
+        self._exc: BaseException | None = None
+        self._lock = threading.Lock()
+        self._fut: torch.futures.Future | None = None
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._done:
+                if self._exc is not None:
+                    raise self._exc
+                return
+            try:
+                for r in self._reqs:
+                    _wait_one(r, self._timeout)
+                if self._after is not None:
+                    self._after()
+            except BaseException as e:
+                self._exc = e
+                self._done = True
+                raise
+            self._done = True
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        self._finish()
+        return True
+
+    def is_completed(self) -> bool:
+        if self._done:
+            return True
+        if all(_test_one(r) for r in self._reqs):
+            self._finish()
+            return True
+        return False
+
+    def is_success(self) -> bool:
+        return self._done and self._exc is None
+
+    def exception(self):
+        return self._exc
+
+    def result(self) -> list[torch.Tensor]:
+        self._finish()
+        return self._result
+
+    def get_future(self) -> torch.futures.Future:
+        with self._lock:
+            if self._fut is None:
+                self._fut = torch.futures.Future()
+                if self._done and self._exc is None:
+                    self._fut.set_result(self._result)
+                elif self._done:
+                    self._fut.set_exception(self._exc)
+                else:
+                    _completer.submit(self._finish, self._fut, self._result)
+            return self._fut
+
+    def synchronize(self) -> None:
+        self._finish()
+
+
+def _test_one(r) -> bool:
+    if isinstance(r, _Work):
+        return r.is_completed()
+    return r.test() if isinstance(r, lpmpi.Request) else r.Test()
+
+
+def _wait_one(r, timeout: float) -> None:
+    if isinstance(r, _Work):
+        r._finish()
+    elif isinstance(r, lpmpi.Request):
+        r.wait()           # lpmpi's watchdog (LPMPI_TIMEOUT / the group's timeout) bounds it
+    elif timeout > 0:      # MPI's own calls: poll, so that a lost peer raises
+        import time
+        end = time.monotonic() + timeout
+        while not r.Test():
+            if time.monotonic() > end:
+                raise lpmpi.LPError(f"lpmpi.torch: an MPI operation of this process group was not "
+                                    f"complete after {timeout:g} s (the group's timeout); the "
+                                    f"communicator is unusable now")
+            time.sleep(0)
+    else:
+        r.Wait()
+
+
+def _done_work(result: list[torch.Tensor]) -> _Work:
+    return _Work([], result)
+
+
+# ---- tensors as buffers ----
+
+def _check(t: torch.Tensor, what: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"lpmpi backend: {what} expects tensors, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise RuntimeError(f"lpmpi backend: {what} got a tensor on {t.device}; backend 'lpmpi' "
+                           f"handles CPU tensors only (use 'cpu:lpmpi,cuda:nccl' for a mixed group)")
+    if t.layout != torch.strided:
+        raise TypeError(f"lpmpi backend: {what} cannot take a {t.layout} tensor")
+
+
+def _dense(t: torch.Tensor):
+    """(a contiguous tensor with t's data, a function that copies it back into t or None)."""
+    if t.is_contiguous():
+        return t, None
+    c = t.contiguous()
+    return c, (lambda: t.copy_(c))
+
+
+def _bytes(t: torch.Tensor):
+    """t's bytes as a numpy uint8 array (t contiguous): mpi4py's buffer for data movement."""
+    return t.reshape(-1).view(torch.uint8).numpy()
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do two contiguous tensors share bytes?"""
+    if not a.numel() or not b.numel():
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def _chain(*fns):
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return None
+    if len(fns) == 1:
+        return fns[0]
+
+    def run() -> None:
+        for f in fns:
+            f()
+    return run
+
+
+def _root(opts: Any) -> int:
+    return 0 if opts is None else opts.rootRank
+
+
+class ProcessGroupLpmpi(dist.ProcessGroup):
+    """Backend "lpmpi": a torch process group on an MPI communicator (see the module)."""
+
+    def __init__(self, comm: MPI.Intracomm, options: Options, timeout: float) -> None:
+        super().__init__(comm.Get_rank(), comm.Get_size())
+        self._comm = comm
+        self._opts = options
+        self._timeout = timeout
+        self._kw = {"algorithm": options.algorithm, "chunk_bytes": options.chunk_bytes}
+
+    # -- identity --
+    def getBackendName(self) -> str:
+        return BACKEND
+
+    # torch names its groups after making them; the C++ base keeps a name only for the
+    # backends registered in it (none here), so the name and description live here
+    # (DeviceMesh, FSDP2 and the functional collectives look groups up by name)
+    def _set_group_name(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def group_name(self) -> str:
+        name = getattr(self, "_name", None)
+        if name is None:
+            raise RuntimeError("ProcessGroup name not set")
+        return name
+
+    def _set_group_desc(self, desc: str) -> None:
+        self._desc = desc
+
+    @property
+    def group_desc(self) -> str:
+        return getattr(self, "_desc", "")
+
+    @property
+    def comm(self) -> MPI.Intracomm:
+        """The MPI communicator this group runs on (a private duplicate or sub-communicator)."""
+        return self._comm
+
+    def __repr__(self) -> str:
+        return f"ProcessGroupLpmpi(rank={self._comm.Get_rank()}, size={self._comm.Get_size()})"
+
+    def _w(self, reqs, result, after=None) -> _Work:
+        return _Work(reqs, result, after, self._timeout)
+
+    # -- reduction op --
+    def _op(self, opts, what: str, dtype: torch.dtype):
+        """(lpmpi's op, a factor to multiply the inputs by first, or None)."""
+        rop = dist.ReduceOp.SUM if opts is None else opts.reduceOp
+        kind = getattr(rop, "op", rop)
+        if kind == dist.ReduceOp.PREMUL_SUM:
+            f = getattr(rop, "factor", None)
+            if f is None:
+                raise ValueError(f"lpmpi backend: {what} got PREMUL_SUM without a factor")
+            return "sum", f
+        try:
+            return _OPS[kind], None
+        except KeyError:
+            raise ValueError(f"lpmpi backend: {what} does not support ReduceOp {kind}") from None
+
+    def _acc(self, op: str, dtype: torch.dtype) -> str | None:
+        return self._opts.acc_dtype if dtype in _HALF and op in ("sum", "avg") else None
+
+    @staticmethod
+    def _premul(t: torch.Tensor, f) -> torch.Tensor:
+        """t times the factor (a float or a one-element tensor), as a new tensor."""
+        return t * (f.item() if isinstance(f, torch.Tensor) else f)
+
+    # -- lpmpi's collectives --
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        reqs, afters = [], []
+        for t in tensors:
+            _check(t, "allreduce")
+            op, f = self._op(opts, "allreduce", t.dtype)
+            d, back = _dense(t)
+            if f is not None:
+                d.copy_(self._premul(d, f))
+            reqs.append(lpmpi.iallreduce(lpmpi.IN_PLACE, d.reshape(-1), op=op, comm=self._comm,
+                                         acc_dtype=self._acc(op, t.dtype), **self._kw))
+            afters.append(back)
+        return self._w(reqs, tensors, _chain(*afters))
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor],
+                            opts: Any = None) -> dist.Work:
+        dtypes = {t.dtype for t in tensors}
+        if len(tensors) <= 1 or len(dtypes) != 1:
+            return self.allreduce(tensors, opts)
+        for t in tensors:
+            _check(t, "allreduce_coalesced")
+        flat = torch.cat([t.reshape(-1) for t in tensors])   # one request for all of them
+        op, f = self._op(opts, "allreduce_coalesced", flat.dtype)
+        if f is not None:
+            flat = self._premul(flat, f)
+        req = lpmpi.iallreduce(lpmpi.IN_PLACE, flat, op=op, comm=self._comm,
+                               acc_dtype=self._acc(op, flat.dtype), **self._kw)
+
+        def back() -> None:
+            o = 0
+            for t in tensors:
+                n = t.numel()
+                t.copy_(flat[o:o + n].view(t.shape))
+                o += n
+        return self._w([req], tensors, back)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        reqs, afters = [], []
+        for t in tensors:
+            _check(t, "reduce")
+            op, f = self._op(opts, "reduce", t.dtype)
+            d, back = _dense(t)
+            src = d
+            if f is not None:
+                src = self._premul(d, f)
+            sendbuf = lpmpi.IN_PLACE if src is d else src.reshape(-1)
+            reqs.append(lpmpi.ireduce(sendbuf, d.reshape(-1), op=op, root=_root(opts),
+                                      comm=self._comm, acc_dtype=self._acc(op, t.dtype), **self._kw))
+            afters.append(back if self._comm.Get_rank() == _root(opts) else None)
+        return self._w(reqs, tensors, _chain(*afters))
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        reqs, afters = [], []
+        for t in tensors:
+            _check(t, "broadcast")
+            d, back = _dense(t)
+            reqs.append(lpmpi.ibcast(d.reshape(-1), root=_root(opts), comm=self._comm, **self._kw))
+            afters.append(back)
+        return self._w(reqs, tensors, _chain(*afters))
+
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor,
+                        opts: Any = None) -> dist.Work:
+        _check(output, "all_gather_into_tensor")
+        _check(input, "all_gather_into_tensor")
+        P = self._comm.Get_size()
+        if output.numel() != input.numel() * P or output.dtype != input.dtype:
+            raise ValueError(f"lpmpi backend: all_gather_into_tensor needs an output of "
+                             f"{P} x {input.numel()} {input.dtype} elements, got {output.numel()} "
+                             f"{output.dtype}")
+        d, back = _dense(output)
+        x, _ = _dense(input)
+        n, r = x.numel(), self._comm.Get_rank()
+        if back is None and n and x.data_ptr() == d.data_ptr() + r * n * d.element_size():
+            send = lpmpi.IN_PLACE       # the input is the output's block r (FSDP2 does this)
+        else:
+            send = (x.clone() if _overlap(x, d) else x).reshape(-1)
+        req = lpmpi.iallgather(send, d.view(P, -1) if n else d.reshape(P, 0), comm=self._comm,
+                               **self._kw)
+        return self._w([req], [output], back)
+
+    all_gather_single = _allgather_base
+
+    def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor],
+                                        inputs: list[torch.Tensor],
+                                        opts: Any = None) -> dist.Work:
+        works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
+        return self._w(works, outputs) if works else _done_work(outputs)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def allgather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+                  opts: Any = None) -> dist.Work:
+        P = self._comm.Get_size()
+        reqs, afters = [], []
+        for outs, x in zip(output_lists, inputs, strict=True):
+            _check(x, "all_gather")
+            if len(outs) != P:
+                raise ValueError(f"lpmpi backend: all_gather needs a list of {P} output tensors, "
+                                 f"got {len(outs)}")
+            for o in outs:
+                _check(o, "all_gather")
+                if o.numel() != x.numel() or o.dtype != x.dtype:
+                    raise ValueError("lpmpi backend: all_gather's output tensors must have the "
+                                     "input's size and dtype")
+            xd, _ = _dense(x)
+            buf = torch.empty((P, x.numel()), dtype=x.dtype)
+            reqs.append(lpmpi.iallgather(xd.reshape(-1), buf, comm=self._comm, **self._kw))
+
+            def back(outs=outs, buf=buf) -> None:
+                for q, o in enumerate(outs):
+                    o.copy_(buf[q].view(o.shape))
+            afters.append(back)
+        return self._w(reqs, [o for outs in output_lists for o in outs], _chain(*afters))
+
+    def allgather_coalesced(self, output_lists, inputs, opts: Any = None) -> dist.Work:
+        return self.allgather(output_lists, inputs, opts)
+
+    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor,
+                             opts: Any = None) -> dist.Work:
+        _check(output, "reduce_scatter_tensor")
+        _check(input, "reduce_scatter_tensor")
+        P = self._comm.Get_size()
+        if input.numel() != output.numel() * P or output.dtype != input.dtype:
+            raise ValueError(f"lpmpi backend: reduce_scatter_tensor needs an input of "
+                             f"{P} x {output.numel()} {output.dtype} elements, got {input.numel()} "
+                             f"{input.dtype}")
+        op, f = self._op(opts, "reduce_scatter_tensor", input.dtype)
+        x, _ = _dense(input)
+        d, back = _dense(output)
+        if f is not None:
+            x = self._premul(x, f)
+        elif _overlap(x, d):            # the output inside the input (in place, NCCL's way)
+            x = x.clone()
+        req = lpmpi.ireduce_scatter(x.reshape(P, -1), d.reshape(-1), op=op, comm=self._comm,
+                                    acc_dtype=self._acc(op, input.dtype), **self._kw)
+        return self._w([req], [output], back)
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor],
+                                        inputs: list[torch.Tensor],
+                                        opts: Any = None) -> dist.Work:
+        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
+        return self._w(works, outputs) if works else _done_work(outputs)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def reduce_scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],
+                       opts: Any = None) -> dist.Work:
+        P = self._comm.Get_size()
+        reqs, afters = [], []
+        for out, ins in zip(outputs, input_lists, strict=True):
+            _check(out, "reduce_scatter")
+            if len(ins) != P:
+                raise ValueError(f"lpmpi backend: reduce_scatter needs a list of {P} input "
+                                 f"tensors, got {len(ins)}")
+            for t in ins:
+                _check(t, "reduce_scatter")
+                if t.numel() != out.numel() or t.dtype != out.dtype:
+                    raise ValueError("lpmpi backend: reduce_scatter's input tensors must have "
+                                     "the output's size and dtype")
+            op, f = self._op(opts, "reduce_scatter", out.dtype)
+            x = torch.stack([t.reshape(-1) for t in ins])
+            if f is not None:
+                x = self._premul(x, f)
+            d, back = _dense(out)
+            reqs.append(lpmpi.ireduce_scatter(x, d.reshape(-1), op=op, comm=self._comm,
+                                              acc_dtype=self._acc(op, out.dtype), **self._kw))
+            afters.append(back)
+        return self._w(reqs, outputs, _chain(*afters))
+
+    # -- MPI's own calls (mpi4py), on the tensors' bytes --
+    def barrier(self, opts: Any = None) -> dist.Work:
+        return self._w([self._comm.Ibarrier()], [])
+
+    def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+               opts: Any = None) -> dist.Work:
+        if len(inputs) != 1:
+            raise ValueError(f"lpmpi backend: gather takes one input tensor, got {len(inputs)}")
+        P, root = self._comm.Get_size(), _root(opts)
+        x, _ = _dense(inputs[0])
+        _check(x, "gather")
+        if self._comm.Get_rank() != root:
+            return self._w([self._comm.Igather(_bytes(x), None, root=root)], [])
+        outs = output_lists[0] if output_lists else []
+        if len(outs) != P:
+            raise ValueError(f"lpmpi backend: gather needs {P} output tensors on the root, got {len(outs)}")
+        buf = torch.empty((P, x.numel()), dtype=x.dtype)
+        req = self._comm.Igather(_bytes(x), _bytes(buf), root=root)
+
+        def back() -> None:
+            for q, o in enumerate(outs):
+                o.copy_(buf[q].view(o.shape))
+        return self._w([req], list(outs), back)
+
+    def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],
+                opts: Any = None) -> dist.Work:
+        if len(outputs) != 1:
+            raise ValueError(f"lpmpi backend: scatter takes one output tensor, got {len(outputs)}")
+        P, root = self._comm.Get_size(), _root(opts)
+        out = outputs[0]
+        _check(out, "scatter")
+        d, back = _dense(out)
+        send = None
+        if self._comm.Get_rank() == root:
+            ins = input_lists[0] if input_lists else []
+            if len(ins) != P:
+                raise ValueError(f"lpmpi backend: scatter needs {P} input tensors on the root, got {len(ins)}")
+            send = _bytes(torch.stack([t.reshape(-1) for t in ins]))
+        req = self._comm.Iscatter(send, _bytes(d), root=root)
+        return self._w([req, _Keep(send)], outputs, back)
+
+    def alltoall_base(self, output: torch.Tensor, input: torch.Tensor,
+                      output_split_sizes: list[int], input_split_sizes: list[int],
+                      opts: Any = None) -> dist.Work:
+        _check(output, "all_to_all_single")
+        _check(input, "all_to_all_single")
+        P = self._comm.Get_size()
+        x, _ = _dense(input)
+        d, back = _dense(output)
+        row_in = x[0].numel() * x.element_size() if x.dim() and x.shape[0] else 0
+        row_out = d[0].numel() * d.element_size() if d.dim() and d.shape[0] else 0
+
+        def counts(splits, t, row, what):
+            if not splits:
+                if t.dim() == 0 or t.shape[0] % P:
+                    raise ValueError(f"lpmpi backend: all_to_all_single without {what} needs a "
+                                     f"first dimension divisible by {P}")
+                return [t.numel() * t.element_size() // P] * P
+            if len(splits) != P or sum(splits) != (t.shape[0] if t.dim() else 0):
+                raise ValueError(f"lpmpi backend: all_to_all_single's {what} must be {P} sizes "
+                                 f"summing to the first dimension")
+            return [s * row for s in splits]
+        sc = counts(input_split_sizes, x, row_in, "input_split_sizes")
+        rc = counts(output_split_sizes, d, row_out, "output_split_sizes")
+        sd = [sum(sc[:q]) for q in range(P)]
+        rd = [sum(rc[:q]) for q in range(P)]
+        req = self._comm.Ialltoallv([_bytes(x), sc, sd, MPI.BYTE], [_bytes(d), rc, rd, MPI.BYTE])
+        return self._w([req], [output], back)
+
+    all_to_all_single = alltoall_base
+
+    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                 opts: Any = None) -> dist.Work:
+        P = self._comm.Get_size()
+        if len(outputs) != P or len(inputs) != P:
+            raise ValueError(f"lpmpi backend: all_to_all needs {P} input and {P} output tensors")
+        for t in (*outputs, *inputs):
+            _check(t, "all_to_all")
+        send = torch.cat([t.reshape(-1).view(torch.uint8) for t in inputs]) if inputs else None
+        sc = [t.numel() * t.element_size() for t in inputs]
+        rc = [t.numel() * t.element_size() for t in outputs]
+        recv = torch.empty(sum(rc), dtype=torch.uint8)
+        req = self._comm.Ialltoallv([send.numpy(), sc, [sum(sc[:q]) for q in range(P)], MPI.BYTE],
+                                    [recv.numpy(), rc, [sum(rc[:q]) for q in range(P)], MPI.BYTE])
+
+        def back() -> None:
+            o = 0
+            for t, n in zip(outputs, rc):
+                t.copy_(recv[o:o + n].view(t.dtype).view(t.shape))
+                o += n
+        return self._w([req, _Keep(send)], outputs, back)
+
+    def send(self, tensors: list[torch.Tensor], dstRank: int, tag: int) -> dist.Work:
+        reqs = []
+        for t in tensors:
+            _check(t, "send")
+            x, _ = _dense(t)
+            reqs.append(self._comm.Isend(_bytes(x), dest=dstRank, tag=tag))
+            reqs.append(_Keep(x))
+        return self._w(reqs, tensors)
+
+    def recv(self, tensors: list[torch.Tensor], srcRank: int, tag: int) -> dist.Work:
+        reqs, afters = [], []
+        for t in tensors:
+            _check(t, "recv")
+            d, back = _dense(t)
+            reqs.append(self._comm.Irecv(_bytes(d), source=srcRank, tag=tag))
+            afters.append(back)
+        return self._w(reqs, tensors, _chain(*afters))
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
+        raise RuntimeError("lpmpi backend: recv without a source (recv_anysource) is not "
+                           "supported; pass src=")
+
+    def size(self) -> int:
+        return self._comm.Get_size()
+
+    def rank(self) -> int:
+        return self._comm.Get_rank()
+
+
+class _Keep:
+    """A buffer kept alive until its work completes (a request that is always complete)."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def Test(self) -> bool:
+        return True
+
+    def Wait(self) -> None:
+        return None
+
+
+# ---- creating groups ----
+
+_base_comm: MPI.Intracomm | None = None   # the default group's communicator (a duplicate)
+
+
+def _seconds(timeout) -> float:
+    if timeout is None:
+        return 0.0
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+def _watchdog(timeout: float) -> float:
+    """The group's timeout as lpmpi's watchdog, unless LPMPI_TIMEOUT set one or the timeout is
+    torch's default (30 min, which would only make waits poll); returns the seconds used."""
+    from torch.distributed.constants import default_pg_timeout
+    if os.environ.get("LPMPI_TIMEOUT"):
+        return float(os.environ["LPMPI_TIMEOUT"])
+    if timeout <= 0 or abs(timeout - default_pg_timeout.total_seconds()) < 1e-6:
+        return 0.0
+    lpmpi._core._configure_timeout(timeout)
+    return timeout
+
+
+def _create(backend_opts, options) -> ProcessGroupLpmpi:
+    global _base_comm
+    opts = options if isinstance(options, Options) else Options()
+    if options is not None and not isinstance(options, Options):
+        raise TypeError(f"backend 'lpmpi': pg_options must be lpmpi.torch.Options, got "
+                        f"{type(options).__name__}")
+    rank, size = backend_opts.group_rank, backend_opts.group_size
+    ranks = list(backend_opts.global_ranks_in_group or [])
+    timeout = _watchdog(_seconds(backend_opts.timeout))
+    world = opts.comm if opts.comm is not None else (_base_comm or MPI.COMM_WORLD)
+    whole = not ranks or ranks == list(range(world.Get_size()))
+    if _base_comm is None or opts.comm is not None or whole:
+        # the default group, a group of every rank, or one given its communicator: it is torch's
+        if world.Get_size() != size or world.Get_rank() != rank:
+            raise RuntimeError(
+                f"backend 'lpmpi': torch.distributed runs {size} processes (this one rank {rank}) "
+                f"but the MPI communicator has {world.Get_size()} (this one rank {world.Get_rank()}). "
+                f"The processes were not started by MPI's launcher (torchrun makes each an MPI "
+                f"singleton), or RANK/WORLD_SIZE disagree with MPI's. Launch with "
+                f"`mpiexec -n {size} python train.py` (no torchrun), and leave RANK and WORLD_SIZE "
+                f"unset or equal to MPI's")
+        comm = world.Dup()
+        if _base_comm is None and opts.comm is None:
+            _base_comm = comm
+        return ProcessGroupLpmpi(comm, opts, timeout)
+    # a subgroup: its members (the only ranks torch calls this on) make a communicator
+    grp = _base_comm.Get_group().Incl(ranks)
+    tag = zlib.crc32(str(backend_opts.group_id).encode()) & 0x7FFF
+    comm = _base_comm.Create_group(grp, tag)
+    grp.Free()
+    if comm.Get_rank() != rank or comm.Get_size() != size:
+        raise RuntimeError(f"backend 'lpmpi': subgroup {ranks}: MPI rank {comm.Get_rank()} of "
+                           f"{comm.Get_size()}, torch's {rank} of {size}")
+    return ProcessGroupLpmpi(comm, opts, timeout)
+
+
+# ---- rendezvous without MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE ----
+
+_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+
+
+def fill_env_from_mpi(comm: MPI.Intracomm | None = None) -> None:
+    """Set the variables torch's env:// rendezvous reads from MPI where they are missing: RANK
+    and WORLD_SIZE from ``comm`` (None: COMM_WORLD), MASTER_ADDR (127.0.0.1 when every rank
+    runs on one host, else rank 0's host name) and a free MASTER_PORT that rank 0 picks and
+    broadcasts.  Collective over comm when MASTER_ADDR or MASTER_PORT is missing."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    env = os.environ
+    env.setdefault("RANK", str(comm.Get_rank()))
+    env.setdefault("WORLD_SIZE", str(comm.Get_size()))
+    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        return
+    hosts = comm.allgather(socket.gethostname())
+    addr = "127.0.0.1" if len(set(hosts)) == 1 else hosts[0]
+    port = None
+    if comm.Get_rank() == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+    addr, port = comm.bcast((env.get("MASTER_ADDR") or addr, env.get("MASTER_PORT") or port), root=0)
+    env.setdefault("MASTER_ADDR", str(addr))
+    env.setdefault("MASTER_PORT", str(port))
+
+
+def _env_handler_with_mpi(original):
+    """torch's env:// rendezvous, with the missing variables filled from MPI first (only where
+    some are missing: under torchrun or with them all set, torch's handler runs untouched)."""
+    def handler(url: str, **kwargs):
+        if any(not os.environ.get(v) for v in _ENV) and "rank=" not in url:
+            fill_env_from_mpi()
+        return original(url, **kwargs)
+    handler.__lpmpi__ = True
+    return handler
+
+
+def register() -> None:
+    """Register backend "lpmpi" (CPU) and the MPI fill-in of env:// (idempotent)."""
+    if BACKEND.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    import importlib
+    rdzv = importlib.import_module("torch.distributed.rendezvous")   # the module, not the function
+    h = rdzv._rendezvous_handlers.get("env")
+    if h is not None and not getattr(h, "__lpmpi__", False):
+        rdzv._rendezvous_handlers["env"] = _env_handler_with_mpi(h)

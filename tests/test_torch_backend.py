@@ -1,0 +1,130 @@
+"""torch.distributed backend "lpmpi" (issue 27): every ProcessGroup operation against local
+references at P = 1..4 (tests/torch_pg_cases.py, world group and a subgroup, sync and async);
+DDP and FSDP2 train to gloo's losses and parameters at P = 2 and 3, through a distributed
+checkpoint saved and loaded into a fresh run (examples/torch_backend_train.py); the failure
+paths (torchrun's MPI singletons refused at once; a rank that raises does not hang the others
+past the group's timeout).  Skipped without torch (the test extra has it)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _mpi import NO_TORCH, child_env, format_failure, mpiexec, run
+
+torch = pytest.importorskip("torch", reason=NO_TORCH)
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "torch_pg_cases.py"
+FAIL = HERE / "torch_pg_fail.py"
+TRAIN = HERE.parent / "examples" / "torch_backend_train.py"
+GLOO = {"GLOO_SOCKET_IFNAME": "lo"}
+UNSET = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+
+
+def _env(extra=None):
+    env = child_env({**GLOO, **(extra or {})})
+    for v in UNSET:        # the backend takes them from MPI
+        env.pop(v, None)
+    return env
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", (1, 2, 3, 4), ids=lambda p: f"P{p}")
+def test_every_operation_against_references(nprocs):
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-u", str(CASES)]
+    rc, out, _ = run(cmd, _env(), 600)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, None, rc, out, 600), pytrace=False)
+    assert f"SUMMARY suite=torch_pg P={nprocs}" in out and "failures=0" in out, out[-4000:]
+
+
+def _train(tmp_path, nprocs, backend, mode, *extra):
+    js = tmp_path / f"{backend}-{mode}-{nprocs}-{len(extra)}.json"
+    pt = js.with_suffix(".pt")
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, str(TRAIN), "--backend", backend,
+           "--mode", mode, "--json", str(js), "--params", str(pt), *extra]
+    rc, out, _ = run(cmd, _env(), 300)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
+    got = json.loads(js.read_text())
+    assert got["same_on_every_rank"], f"{backend} {mode}: parameters differ between ranks"
+    got["params"] = torch.load(pt)
+    return got
+
+
+def _close(a, b, what):
+    assert len(a) == len(b), what
+    for x, y in zip(a, b):
+        assert abs(x - y) <= 1e-5 * max(abs(x), abs(y), 1e-3), f"{what}: {a} vs {b}"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+@pytest.mark.parametrize("mode", ("ddp", "fsdp2"))
+def test_training_matches_gloo_through_a_checkpoint(tmp_path, nprocs, mode):
+    """10 steps of Adam with gradient clipping, a distributed checkpoint, 3 more steps in a
+    fresh run from it: the losses and parameters of "lpmpi" are gloo's (1e-5 relative)."""
+    res = {}
+    for backend in ("lpmpi", "gloo"):
+        ck = tmp_path / f"ck-{backend}"
+        first = _train(tmp_path, nprocs, backend, mode, "--steps", "10", "--save", str(ck))
+        again = _train(tmp_path, nprocs, backend, mode, "--steps", "3", "--load", str(ck))
+        res[backend] = (first, again)
+    for i, part in enumerate(("10 steps", "3 steps after loading")):
+        lp, gl = res["lpmpi"][i], res["gloo"][i]
+        _close(lp["losses"], gl["losses"], f"{mode} P={nprocs} {part}: losses")
+        # relative to the parameters' norm: an element whose Adam update rests on a gradient
+        # near 0 may move by up to the learning rate when the sum's order differs (P = 3: 4.7e-5
+        # for one element, 9.6e-7 relative norm)
+        a, b = lp["params"], gl["params"]
+        rel = float((a - b).norm() / b.norm())
+        assert rel <= 1e-5, f"{mode} P={nprocs} {part}: parameters differ from gloo's by {rel:.2e}"
+    # the continued run starts where the first ended (a loaded checkpoint, not a fresh model)
+    assert res["lpmpi"][1]["losses"][0] != res["lpmpi"][0]["losses"][0]
+
+
+@pytest.mark.mpi
+def test_rank_that_raises_does_not_hang_the_others():
+    """Rank 1 exits before an all_reduce; rank 0, in a group made with timeout=3 s, raises
+    lpmpi's watchdog error instead of waiting forever, and the job ends."""
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-u", str(FAIL), "raise"]
+    rc, out, elapsed = run(cmd, _env(), 120)
+    assert rc not in (0, None), out[-3000:]
+    assert "rank 0 raised LPError" in out and "3.0 s" in out, out[-3000:]
+    assert elapsed < 90, elapsed
+
+
+@pytest.mark.mpi
+def test_torchrun_singletons_are_refused_at_once():
+    """Processes started without MPI's launcher (as torchrun does) each see an MPI world of one:
+    init_process_group("lpmpi") raises at once, naming mpiexec."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(2):
+        env = child_env({"RANK": str(r), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(port)})
+        procs.append(subprocess.Popen([sys.executable, str(FAIL), "torchrun"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail("init_process_group('lpmpi') under torchrun-like launch hung")
+        assert p.returncode == 4, out
+        assert "mpiexec" in out and "singleton" in out, out
+
+
+def test_import_torch_does_not_initialise_mpi_and_lpmpi_imports_no_torch():
+    for code in ("import sys, torch, torch.distributed; assert 'mpi4py.MPI' not in sys.modules",
+                 ("import sys, lpmpi; assert not any(m == 'torch' or m.startswith('torch.') "
+                  "for m in sys.modules), 'torch imported'; import lpmpi.torch, "
+                  "torch.distributed as d; assert 'LPMPI' in d.Backend._plugins")):
+        r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                           text=True, timeout=120, check=False)
+        assert r.returncode == 0, code + "\n" + r.stdout + r.stderr
