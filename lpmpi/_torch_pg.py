@@ -230,6 +230,20 @@ def _check(t: torch.Tensor, what: str) -> None:
         raise TypeError(f"lpmpi backend: {what} cannot take a {t.layout} tensor")
 
 
+def _check_list(what: str, one: torch.Tensor, one_role: str, many: list, many_role: str,
+                P: int) -> None:
+    """A list form's P tensors: each the size and dtype of the one on the other side."""
+    _check(one, what)
+    if len(many) != P:
+        raise ValueError(f"lpmpi backend: {what} needs a list of {P} {many_role} tensors, got "
+                         f"{len(many)}")
+    for t in many:
+        _check(t, what)
+        if t.numel() != one.numel() or t.dtype != one.dtype:
+            raise ValueError(f"lpmpi backend: {what}'s {many_role} tensors must have the "
+                             f"{one_role}'s size and dtype")
+
+
 def _dense(t: torch.Tensor):
     """(a contiguous tensor with t's data, a function that copies it back into t or None)."""
     if t.is_contiguous():
@@ -431,15 +445,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         P = self._comm.Get_size()
         reqs, afters = [], []
         for outs, x in zip(output_lists, inputs, strict=True):
-            _check(x, "all_gather")
-            if len(outs) != P:
-                raise ValueError(f"lpmpi backend: all_gather needs a list of {P} output tensors, "
-                                 f"got {len(outs)}")
-            for o in outs:
-                _check(o, "all_gather")
-                if o.numel() != x.numel() or o.dtype != x.dtype:
-                    raise ValueError("lpmpi backend: all_gather's output tensors must have the "
-                                     "input's size and dtype")
+            _check_list("all_gather", x, "input", outs, "output", P)
             xd, _ = _dense(x)
             buf = torch.empty((P, x.numel()), dtype=x.dtype)
             reqs.append(lpmpi.iallgather(xd.reshape(-1), buf, comm=self._comm, **self._kw))
@@ -488,15 +494,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         P = self._comm.Get_size()
         reqs, afters = [], []
         for out, ins in zip(outputs, input_lists, strict=True):
-            _check(out, "reduce_scatter")
-            if len(ins) != P:
-                raise ValueError(f"lpmpi backend: reduce_scatter needs a list of {P} input "
-                                 f"tensors, got {len(ins)}")
-            for t in ins:
-                _check(t, "reduce_scatter")
-                if t.numel() != out.numel() or t.dtype != out.dtype:
-                    raise ValueError("lpmpi backend: reduce_scatter's input tensors must have "
-                                     "the output's size and dtype")
+            _check_list("reduce_scatter", out, "output", ins, "input", P)
             op, f = self._op(opts, "reduce_scatter", out.dtype)
             x = torch.stack([t.reshape(-1) for t in ins])
             if f is not None:

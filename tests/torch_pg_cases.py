@@ -249,6 +249,18 @@ def check_errors() -> None:
         assert torch.equal(x, torch.ones(3, dtype=torch.int32)), "written"
     case("error: AVG of integers", avg_int)
 
+    def list_size() -> None:
+        P = dist.get_world_size()
+        outs = [torch.zeros(2) for _ in range(P + 1)]
+        try:
+            dist.all_gather(outs, torch.ones(2))
+        except ValueError as e:
+            assert "all_gather" in str(e) and "output" in str(e), e
+        else:
+            raise AssertionError("a list of P + 1 outputs was accepted")
+        assert all(torch.equal(o, torch.zeros(2)) for o in outs), "written"
+    case("error: all_gather list of the wrong length", list_size)
+
 
 def main() -> int:
     dist.init_process_group("lpmpi")
