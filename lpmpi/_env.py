@@ -41,7 +41,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_MAX_MSG_BYTES", "size", "largest single MPI message (bigger transfers are split; tests)"),
     ("LPMPI_PROGRESS_THREAD", "0|1", ("start the background progress thread at import: it advances "
      "nonblocking and persistent requests while the program computes (needs MPI_THREAD_MULTIPLE)")),
-    ("LPMPI_NODE_TRANSPORT", "auto|shm|cma|mpi", ("between ranks of one node, for the ring allreduce: "
+    ("LPMPI_NODE_TRANSPORT", "auto|shm|cma|mpi", ("between ranks of one node, for the ring allreduce, allgather and reduce_scatter: "
      "auto (default) uses lpmpi's shared-memory transport and single-copy process_vm_readv reads, "
      "each at the sizes where it measured faster (either alone where the other cannot work); "
      "shm or cma only that one; mpi keeps MPI point-to-point")),

@@ -656,8 +656,11 @@ def _watchdog(timeout: float) -> float:
     """The group's timeout as lpmpi's watchdog, unless LPMPI_TIMEOUT set one or the timeout is
     torch's default (30 min, which would only make waits poll); returns the seconds used."""
     from torch.distributed.constants import default_pg_timeout
-    if os.environ.get("LPMPI_TIMEOUT"):
-        return float(os.environ["LPMPI_TIMEOUT"])
+
+    from lpmpi import _env
+    env = _env.read().timeout
+    if env > 0:
+        return env
     if timeout <= 0 or abs(timeout - default_pg_timeout.total_seconds()) < 1e-6:
         return 0.0
     lpmpi._core._configure_timeout(timeout)

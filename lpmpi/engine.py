@@ -135,7 +135,7 @@ def has_transports(collective: str, algorithm: str) -> bool:
 
 def ring_transports(collective: str) -> tuple[str, ...]:
     """The node-local transports the ring of ``collective`` can run over (of TRANSPORTS): the
-    shared-memory one serves only the collectives whose row says so (allreduce)."""
+    shared-memory one serves only the collectives whose row says so (allreduce, allgather, reduce_scatter)."""
     return tuple(t for t in TRANSPORTS if t != "shm" or collective_info(collective).ring_shm)
 
 

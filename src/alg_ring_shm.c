@@ -31,7 +31,8 @@
  * spins on them a while, then sleeps until a peer stores a counter: arm below,
  * progress.c idle_wait); a request never blocks inside a step.
  *
- * Chosen (request.c) for the ring allreduce on host memory where the context made the segment
+ * Chosen (request.c) for the ring (allreduce, allgather, reduce_scatter: the rows whose `shm` field
+ * is set) on host memory where the context made the segment
  * and a table row asks for it, or by the model's rule (internal.h: lp_ring_transport, model.c:
  * lp_nt_rule: small messages; its speed depends on where the host runs the ranks' cores). */
 #include "internal.h"

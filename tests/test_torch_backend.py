@@ -120,11 +120,11 @@ def test_torchrun_singletons_are_refused_at_once():
         assert "mpiexec" in out and "singleton" in out, out
 
 
-def test_import_torch_does_not_initialise_mpi_and_lpmpi_imports_no_torch():
+def test_import_torch_does_not_initialise_mpi_and_lpmpi_imports_no_torch(tmp_path):
     for code in ("import sys, torch, torch.distributed; assert 'mpi4py.MPI' not in sys.modules",
                  ("import sys, lpmpi; assert not any(m == 'torch' or m.startswith('torch.') "
                   "for m in sys.modules), 'torch imported'; import lpmpi.torch, "
                   "torch.distributed as d; assert 'LPMPI' in d.Backend._plugins")):
         r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
-                           text=True, timeout=120, check=False)
+                           text=True, timeout=120, check=False, cwd=tmp_path)
         assert r.returncode == 0, code + "\n" + r.stdout + r.stderr

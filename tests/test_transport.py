@@ -134,10 +134,12 @@ def test_info_and_explain_say_which_transport(tmp_path):
             "asked = [_core.ring_transport(None, 64 << 20, x) for x in ('shm', 'cma', 'mpi')]; "
             "assert t[0] != 'shm+cma' or asked == ['shm', 'cma', 'mpi'], asked; "
             "assert t[0] != 'mpi' or asked == ['mpi'] * 3, asked; "
-            # the shared-memory segment serves allreduce's ring only: allgather's asks fall back
-            "ag = [_core.ring_transport(None, n << 10, x, 'allgather') for n, x in ((8, None), (8, 'shm'))]; "
-            "assert 'shm' not in ag and ag[0] == ag[1], ag; "
-            "from lpmpi import engine; assert engine.ring_transports('allgather') == ('mpi', 'cma'); "
+            # the shared-memory segment serves the rows that say so (allreduce, allgather,
+            # reduce_scatter), not reduce's and bcast's (they have no ring): the same size rule
+            "ag = [_core.ring_transport(None, n << 10, x, 'allgather') for n, x in ((8, None), (8, 'shm'), (64, None))]; "
+            "assert t[0] != 'shm+cma' or ag == ['shm', 'shm', 'cma'], ag; "
+            "from lpmpi import engine; assert engine.ring_transports('allgather') == ('mpi', 'shm', 'cma'); "
+            "assert engine.ring_transports('reduce_scatter') == ('mpi', 'shm', 'cma'); "
             "assert engine.ring_transports('allreduce') == ('mpi', 'shm', 'cma'); "
             "import sys; sys.stdout.write('T ' + t[0] + '\\n')")
     for env, want in (({}, None), ({"LPMPI_NODE_TRANSPORT": "mpi"}, "mpi"),
