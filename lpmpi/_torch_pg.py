@@ -36,11 +36,13 @@ import lpmpi
 
 BACKEND = "lpmpi"
 
-_OPS = {
-    dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg", dist.ReduceOp.PRODUCT: "prod",
-    dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max", dist.ReduceOp.BAND: "band",
-    dist.ReduceOp.BOR: "bor", dist.ReduceOp.BXOR: "bxor",
-}
+# torch's ops by their enum's value (a dict keyed by the pybind enum itself costs 1 us more a
+# call: its hash goes through Python)
+_OPS = {op.value: name for op, name in (
+    (dist.ReduceOp.SUM, "sum"), (dist.ReduceOp.AVG, "avg"), (dist.ReduceOp.PRODUCT, "prod"),
+    (dist.ReduceOp.MIN, "min"), (dist.ReduceOp.MAX, "max"), (dist.ReduceOp.BAND, "band"),
+    (dist.ReduceOp.BOR, "bor"), (dist.ReduceOp.BXOR, "bxor"))}
+_PREMUL = dist.ReduceOp.PREMUL_SUM.value
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -132,7 +134,7 @@ class _Work(dist.Work):
         self._timeout = timeout
         self._done = False
         self._exc: BaseException | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()      # the caller's wait against the completer thread's
         self._fut: torch.futures.Future | None = None
 
     def _finish(self) -> None:
@@ -191,7 +193,7 @@ class _Work(dist.Work):
 
 
 def _test_one(r) -> bool:
-    if isinstance(r, _Work):
+    if isinstance(r, dist.Work):
         return r.is_completed()
     return r.test() if isinstance(r, lpmpi.Request) else r.Test()
 
@@ -199,6 +201,8 @@ def _test_one(r) -> bool:
 def _wait_one(r, timeout: float) -> None:
     if isinstance(r, _Work):
         r._finish()
+    elif isinstance(r, dist.Work):
+        r.wait()
     elif isinstance(r, lpmpi.Request):
         r.wait()           # lpmpi's watchdog (LPMPI_TIMEOUT / the group's timeout) bounds it
     elif timeout > 0:      # MPI's own calls: poll, so that a lost peer raises
@@ -218,12 +222,33 @@ def _done_work(result: list[torch.Tensor]) -> _Work:
     return _Work([], result)
 
 
+class _Done(dist.Work):
+    """The Work of a call the caller waits for at once (complete before it is returned)."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        f = torch.futures.Future()
+        f.set_result([])
+        return f
+
+
+_DONE = _Done()
+
+
 # ---- tensors as buffers ----
 
 def _check(t: torch.Tensor, what: str) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"lpmpi backend: {what} expects tensors, got {type(t).__name__}")
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         raise RuntimeError(f"lpmpi backend: {what} got a tensor on {t.device}; backend 'lpmpi' "
                            f"handles CPU tensors only (use 'cpu:lpmpi,cuda:nccl' for a mixed group)")
     if t.layout != torch.strided:
@@ -324,15 +349,27 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
     def __repr__(self) -> str:
         return f"ProcessGroupLpmpi(rank={self._comm.Get_rank()}, size={self._comm.Get_size()})"
 
-    def _w(self, reqs, result, after=None) -> _Work:
+    def _w(self, opts, reqs, result, after=None) -> dist.Work:
+        """The call's Work.  torch's Python front end says whether the caller waits at once
+        (``opts.asyncOp`` False: ``dist.all_reduce(x)``): then the call completes here and a
+        shared completed Work is returned (no per-call Work object; at 8 B a Work costs about
+        1 us, a quarter of the backend's own time).  C++ callers (DDP) leave asyncOp true."""
+        if opts is not None and not getattr(opts, "asyncOp", True):
+            for r in reqs:
+                _wait_one(r, self._timeout)
+            if after is not None:
+                after()
+            return _DONE
         return _Work(reqs, result, after, self._timeout)
 
     # -- reduction op --
     def _op(self, opts, what: str, dtype: torch.dtype):
         """(lpmpi's op, a factor to multiply the inputs by first, or None)."""
-        rop = dist.ReduceOp.SUM if opts is None else opts.reduceOp
-        kind = getattr(rop, "op", rop)
-        if kind == dist.ReduceOp.PREMUL_SUM:
+        if opts is None:
+            return "sum", None
+        rop = opts.reduceOp                 # a ReduceOp: its RedOpType in .op
+        kind = rop.op.value
+        if kind == _PREMUL:
             f = getattr(rop, "factor", None)
             if f is None:
                 raise ValueError(f"lpmpi backend: {what} got PREMUL_SUM without a factor")
@@ -340,7 +377,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         try:
             return _OPS[kind], None
         except KeyError:
-            raise ValueError(f"lpmpi backend: {what} does not support ReduceOp {kind}") from None
+            raise ValueError(f"lpmpi backend: {what} does not support ReduceOp {rop.op}") from None
 
     def _acc(self, op: str, dtype: torch.dtype) -> str | None:
         return self._opts.acc_dtype if dtype in _HALF and op in ("sum", "avg") else None
@@ -352,6 +389,15 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
 
     # -- lpmpi's collectives --
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        if len(tensors) == 1 and opts is not None and not opts.asyncOp:
+            t = tensors[0]      # dist.all_reduce(x): one blocking call (the per-call overhead)
+            _check(t, "allreduce")
+            if t.is_contiguous():
+                op, f = self._op(opts, "allreduce", t.dtype)
+                if f is None:
+                    lpmpi.allreduce(lpmpi.IN_PLACE, t, op=op, comm=self._comm,
+                                    acc_dtype=self._acc(op, t.dtype), **self._kw)
+                    return _DONE
         reqs, afters = [], []
         for t in tensors:
             _check(t, "allreduce")
@@ -359,10 +405,10 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             d, back = _dense(t)
             if f is not None:
                 d.copy_(self._premul(d, f))
-            reqs.append(lpmpi.iallreduce(lpmpi.IN_PLACE, d.reshape(-1), op=op, comm=self._comm,
+            reqs.append(lpmpi.iallreduce(lpmpi.IN_PLACE, d, op=op, comm=self._comm,
                                          acc_dtype=self._acc(op, t.dtype), **self._kw))
             afters.append(back)
-        return self._w(reqs, tensors, _chain(*afters))
+        return self._w(opts, reqs, tensors, _chain(*afters))
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor],
                             opts: Any = None) -> dist.Work:
@@ -384,7 +430,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
                 n = t.numel()
                 t.copy_(flat[o:o + n].view(t.shape))
                 o += n
-        return self._w([req], tensors, back)
+        return self._w(opts, [req], tensors, back)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         reqs, afters = [], []
@@ -399,7 +445,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             reqs.append(lpmpi.ireduce(sendbuf, d.reshape(-1), op=op, root=_root(opts),
                                       comm=self._comm, acc_dtype=self._acc(op, t.dtype), **self._kw))
             afters.append(back if self._comm.Get_rank() == _root(opts) else None)
-        return self._w(reqs, tensors, _chain(*afters))
+        return self._w(opts, reqs, tensors, _chain(*afters))
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
         reqs, afters = [], []
@@ -408,7 +454,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             d, back = _dense(t)
             reqs.append(lpmpi.ibcast(d.reshape(-1), root=_root(opts), comm=self._comm, **self._kw))
             afters.append(back)
-        return self._w(reqs, tensors, _chain(*afters))
+        return self._w(opts, reqs, tensors, _chain(*afters))
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor,
                         opts: Any = None) -> dist.Work:
@@ -428,7 +474,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             send = (x.clone() if _overlap(x, d) else x).reshape(-1)
         req = lpmpi.iallgather(send, d.view(P, -1) if n else d.reshape(P, 0), comm=self._comm,
                                **self._kw)
-        return self._w([req], [output], back)
+        return self._w(opts, [req], [output], back)
 
     all_gather_single = _allgather_base
 
@@ -436,7 +482,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
                                         inputs: list[torch.Tensor],
                                         opts: Any = None) -> dist.Work:
         works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
-        return self._w(works, outputs) if works else _done_work(outputs)
+        return self._w(opts, works, outputs) if works else _done_work(outputs)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
@@ -454,7 +500,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
                 for q, o in enumerate(outs):
                     o.copy_(buf[q].view(o.shape))
             afters.append(back)
-        return self._w(reqs, [o for outs in output_lists for o in outs], _chain(*afters))
+        return self._w(opts, reqs, [o for outs in output_lists for o in outs], _chain(*afters))
 
     def allgather_coalesced(self, output_lists, inputs, opts: Any = None) -> dist.Work:
         return self.allgather(output_lists, inputs, opts)
@@ -477,7 +523,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             x = x.clone()
         req = lpmpi.ireduce_scatter(x.reshape(P, -1), d.reshape(-1), op=op, comm=self._comm,
                                     acc_dtype=self._acc(op, input.dtype), **self._kw)
-        return self._w([req], [output], back)
+        return self._w(opts, [req], [output], back)
 
     reduce_scatter_single = _reduce_scatter_base
 
@@ -485,7 +531,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
                                         inputs: list[torch.Tensor],
                                         opts: Any = None) -> dist.Work:
         works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
-        return self._w(works, outputs) if works else _done_work(outputs)
+        return self._w(opts, works, outputs) if works else _done_work(outputs)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
@@ -503,11 +549,11 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             reqs.append(lpmpi.ireduce_scatter(x, d.reshape(-1), op=op, comm=self._comm,
                                               acc_dtype=self._acc(op, out.dtype), **self._kw))
             afters.append(back)
-        return self._w(reqs, outputs, _chain(*afters))
+        return self._w(opts, reqs, outputs, _chain(*afters))
 
     # -- MPI's own calls (mpi4py), on the tensors' bytes --
     def barrier(self, opts: Any = None) -> dist.Work:
-        return self._w([self._comm.Ibarrier()], [])
+        return self._w(opts, [self._comm.Ibarrier()], [])
 
     def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
                opts: Any = None) -> dist.Work:
@@ -517,7 +563,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         x, _ = _dense(inputs[0])
         _check(x, "gather")
         if self._comm.Get_rank() != root:
-            return self._w([self._comm.Igather(_bytes(x), None, root=root)], [])
+            return self._w(opts, [self._comm.Igather(_bytes(x), None, root=root)], [])
         outs = output_lists[0] if output_lists else []
         if len(outs) != P:
             raise ValueError(f"lpmpi backend: gather needs {P} output tensors on the root, got {len(outs)}")
@@ -527,7 +573,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         def back() -> None:
             for q, o in enumerate(outs):
                 o.copy_(buf[q].view(o.shape))
-        return self._w([req], list(outs), back)
+        return self._w(opts, [req], list(outs), back)
 
     def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],
                 opts: Any = None) -> dist.Work:
@@ -544,7 +590,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
                 raise ValueError(f"lpmpi backend: scatter needs {P} input tensors on the root, got {len(ins)}")
             send = _bytes(torch.stack([t.reshape(-1) for t in ins]))
         req = self._comm.Iscatter(send, _bytes(d), root=root)
-        return self._w([req, _Keep(send)], outputs, back)
+        return self._w(opts, [req, _Keep(send)], outputs, back)
 
     def alltoall_base(self, output: torch.Tensor, input: torch.Tensor,
                       output_split_sizes: list[int], input_split_sizes: list[int],
@@ -572,7 +618,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         sd = [sum(sc[:q]) for q in range(P)]
         rd = [sum(rc[:q]) for q in range(P)]
         req = self._comm.Ialltoallv([_bytes(x), sc, sd, MPI.BYTE], [_bytes(d), rc, rd, MPI.BYTE])
-        return self._w([req], [output], back)
+        return self._w(opts, [req], [output], back)
 
     all_to_all_single = alltoall_base
 
@@ -595,7 +641,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             for t, n in zip(outputs, rc):
                 t.copy_(recv[o:o + n].view(t.dtype).view(t.shape))
                 o += n
-        return self._w([req, _Keep(send)], outputs, back)
+        return self._w(opts, [req, _Keep(send)], outputs, back)
 
     def send(self, tensors: list[torch.Tensor], dstRank: int, tag: int) -> dist.Work:
         reqs = []
@@ -604,7 +650,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             x, _ = _dense(t)
             reqs.append(self._comm.Isend(_bytes(x), dest=dstRank, tag=tag))
             reqs.append(_Keep(x))
-        return self._w(reqs, tensors)
+        return self._w(None, reqs, tensors)
 
     def recv(self, tensors: list[torch.Tensor], srcRank: int, tag: int) -> dist.Work:
         reqs, afters = [], []
@@ -613,7 +659,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             d, back = _dense(t)
             reqs.append(self._comm.Irecv(_bytes(d), source=srcRank, tag=tag))
             afters.append(back)
-        return self._w(reqs, tensors, _chain(*afters))
+        return self._w(None, reqs, tensors, _chain(*afters))
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> dist.Work:
         raise RuntimeError("lpmpi backend: recv without a source (recv_anysource) is not "
