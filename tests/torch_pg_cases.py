@@ -274,6 +274,18 @@ def main() -> int:
             check_group(sub, "sub")
         dist.barrier()
     check_errors()
+
+    def options() -> None:     # a group with lpmpi's own algorithm and chunk, of every rank
+        g = dist.new_group(list(range(P)), pg_options=lpmpi.torch.Options(algorithm="lp",
+                                                                          chunk_bytes=1024))
+        x = data(r, 10007, torch.float32)
+        dist.all_reduce(x, group=g)
+        assert torch.equal(x, reference([data(q, 10007, torch.float32) for q in range(P)], "sum"))
+        h = data(r, 999, torch.bfloat16)
+        dist.all_reduce(h, group=g, op=dist.ReduceOp.AVG)
+        assert close(h, reference([data(q, 999, torch.bfloat16) for q in range(P)], "avg"))
+        assert g._kw == {"algorithm": "lp", "chunk_bytes": 1024}, g._kw
+    case("Options(algorithm, chunk_bytes) on a new group", options)
     nf = torch.tensor([len(FAILS)])
     dist.all_reduce(nf)
     if r == 0:
