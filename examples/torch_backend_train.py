@@ -7,7 +7,7 @@ Switching a script to lpmpi takes two lines: ``import lpmpi.torch`` (registers t
 and ``dist.init_process_group("lpmpi")``; no MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE needed
 (they come from MPI where unset; gloo gets them the same way here).
 
---steps N steps of Adam with gradient clipping; --save DIR writes a distributed checkpoint
+--steps N steps of Adam (or --optim sgd) with gradient clipping; --save DIR writes a distributed checkpoint
 (torch.distributed.checkpoint) after them; --load DIR starts from one.  --json PATH writes the
 losses, the step times and a digest of the parameters (rank 0); --params PATH the parameters.
 """
@@ -55,6 +55,12 @@ class TinyLM(nn.Module):
         return self.head(x)
 
 
+def _no_comm_hook(state, bucket):
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def digest(model: nn.Module) -> tuple[str, list[float]]:
     """sha256 of the full parameters (FSDP2's sharded ones gathered first), and each
     parameter's sum (float64), for comparisons within a tolerance."""
@@ -80,6 +86,11 @@ def main() -> None:
     ap.add_argument("--load", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--params", default=None, help="save the final parameters here (rank 0)")
+    ap.add_argument("--optim", choices=("adam", "sgd"), default="adam",
+                    help="sgd: a step whose optimizer costs little next to its communication")
+    ap.add_argument("--no-comm", action="store_true",
+                    help="DDP: skip the gradient allreduce (a hook that returns the bucket as it "
+                         "is): the step's time without its communication, to measure its share")
     a = ap.parse_args()
 
     torch.use_deterministic_algorithms(True)
@@ -90,12 +101,15 @@ def main() -> None:
     model = TinyLM(a.vocab, a.dim, a.layers, 4)
     if a.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
+        if a.no_comm:       # the step without its gradient communication (wrong training!)
+            model.register_comm_hook(None, _no_comm_hook)
     else:
         from torch.distributed.fsdp import fully_shard
         for b in model.blocks:
             fully_shard(b)
         fully_shard(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = (torch.optim.Adam(model.parameters(), lr=1e-3) if a.optim == "adam"
+           else torch.optim.SGD(model.parameters(), lr=1e-2))
     start, msd, osd, state = 0, None, None, None
     if a.load:
         msd, osd = get_state_dict(model, opt)
