@@ -17,7 +17,7 @@ for v in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):   # from MPI, not
 import torch
 import torch.distributed as dist
 
-import lpmpi.torch  # noqa: F401
+import lpmpi.torch
 
 FAILS: list[str] = []
 NCASES = 0
