@@ -1,5 +1,8 @@
-import numpy as np, lpmpi
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD; me = w.Get_rank()
 a = np.ones(4); b = np.full(4, 100.0); ra = np.zeros(4); rb = np.zeros(4)
 A = lpmpi.allreduce_init(a, ra); B = lpmpi.allreduce_init(b, rb)

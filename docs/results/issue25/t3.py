@@ -1,5 +1,8 @@
-import numpy as np, lpmpi, sys
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD; me = w.Get_rank()
 x = np.arange(100000, dtype=np.float32)
 try:

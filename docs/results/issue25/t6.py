@@ -1,5 +1,12 @@
-import numpy as np, lpmpi, os, sys, time
+import os
+import sys
+import time
+
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD; me = w.Get_rank()
 lpmpi.progress_thread(True) if hasattr(lpmpi, "progress_thread") else None
 x = np.ones(1 << 20, dtype=np.float32)

@@ -1,7 +1,12 @@
 
-import os, random, sys
-import numpy as np, lpmpi
+import os
+import random
+
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD
 P, me = w.Get_size(), w.Get_rank()
 

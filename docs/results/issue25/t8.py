@@ -1,5 +1,12 @@
-import numpy as np, lpmpi, time, os, sys
+import os
+import sys
+import time
+
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD; me = w.Get_rank()
 mode = sys.argv[1]
 x = np.ones(int(sys.argv[2]), dtype=np.float32)

@@ -1,5 +1,10 @@
-import time, sys, numpy as np, lpmpi
+import time
+
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD
 for nb in (1 << 20, 4 << 20, 64 << 20):
     x = np.ones(nb // 4 // w.size, np.float32); out = np.empty(nb // 4, np.float32)

@@ -1,5 +1,11 @@
-import sys, time, numpy as np, lpmpi
+import sys
+import time
+
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD; me = w.rank
 n = (64 << 20) // 4
 rng = np.random.default_rng(me)

@@ -1,7 +1,14 @@
-import sys, time, ctypes, os
+import ctypes
+import os
+import sys
+import time
+
 if os.environ.get("NOTHP"): ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)
-import numpy as np, lpmpi
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD; me = w.rank
 n = (64 << 20) // 4
 rng = np.random.default_rng(me)

@@ -1,5 +1,10 @@
-import time, numpy as np, lpmpi
+import time
+
+import numpy as np
 from mpi4py import MPI
+
+import lpmpi
+
 w = MPI.COMM_WORLD; me = w.rank
 n = (64 << 20) // 4
 src = np.random.default_rng(me).standard_normal(n).astype(np.float32)

@@ -1,4 +1,8 @@
-import re,sys,collections,statistics as st
+import re
+import statistics as st
+import sys
+
+
 # per launch: time(us) per (size, case)
 def parse(fn):
     L=[];cur=None

@@ -1,5 +1,8 @@
 """Pair the A/B launches (ab.sh): per size and algorithm, new/base time per round, median [min max]."""
-import re, statistics, sys
+import re
+import statistics
+import sys
+
 d = sys.argv[1]
 def load(p):
     runs, cur = [], None
