@@ -676,6 +676,17 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         raise RuntimeError("lpmpi backend: recv without a source (recv_anysource) is not "
                            "supported; pass src=")
 
+    def shutdown(self) -> None:
+        """destroy_process_group: free the group's communicator (lpmpi's context for it goes
+        with it, through its MPI attribute's delete callback)."""
+        global _base_comm
+        c, self._comm = self._comm, None
+        if c is None or MPI.Is_finalized():
+            return
+        if c is _base_comm:
+            _base_comm = None
+        c.Free()
+
     def size(self) -> int:
         return self._comm.Get_size()
 
@@ -765,17 +776,19 @@ def _create(backend_opts, options) -> ProcessGroupLpmpi:
 _ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
 
 
-def fill_env_from_mpi(comm: MPI.Intracomm | None = None) -> None:
+def fill_env_from_mpi(comm: MPI.Intracomm | None = None) -> list[str]:
     """Set the variables torch's env:// rendezvous reads from MPI where they are missing: RANK
     and WORLD_SIZE from ``comm`` (None: COMM_WORLD), MASTER_ADDR (127.0.0.1 when every rank
     runs on one host, else rank 0's host name) and a free MASTER_PORT that rank 0 picks and
-    broadcasts.  Collective over comm when MASTER_ADDR or MASTER_PORT is missing."""
+    broadcasts.  Collective over comm when MASTER_ADDR or MASTER_PORT is missing.  Returns the
+    names it set."""
     comm = MPI.COMM_WORLD if comm is None else comm
     env = os.environ
+    before = {v for v in _ENV if env.get(v)}
     env.setdefault("RANK", str(comm.Get_rank()))
     env.setdefault("WORLD_SIZE", str(comm.Get_size()))
     if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
-        return
+        return [v for v in _ENV if v not in before]
     hosts = comm.allgather(socket.gethostname())
     addr = "127.0.0.1" if len(set(hosts)) == 1 else hosts[0]
     port = None
@@ -786,15 +799,25 @@ def fill_env_from_mpi(comm: MPI.Intracomm | None = None) -> None:
     addr, port = comm.bcast((env.get("MASTER_ADDR") or addr, env.get("MASTER_PORT") or port), root=0)
     env.setdefault("MASTER_ADDR", str(addr))
     env.setdefault("MASTER_PORT", str(port))
+    return [v for v in _ENV if v not in before]
 
 
 def _env_handler_with_mpi(original):
     """torch's env:// rendezvous, with the missing variables filled from MPI first (only where
     some are missing: under torchrun or with them all set, torch's handler runs untouched)."""
     def handler(url: str, **kwargs):
-        if any(not os.environ.get(v) for v in _ENV) and "rank=" not in url:
-            fill_env_from_mpi()
-        return original(url, **kwargs)
+        if not any(not os.environ.get(v) for v in _ENV) or "rank=" in url:
+            yield from original(url, **kwargs)
+            return
+        filled = fill_env_from_mpi()
+        try:                            # the store is made at the first step
+            it = original(url, **kwargs)
+            first = next(it)
+        finally:                        # a later init_process_group picks a fresh port
+            for v in filled:
+                os.environ.pop(v, None)
+        yield first
+        yield from it
     handler.__lpmpi__ = True
     return handler
 

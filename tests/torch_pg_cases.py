@@ -288,9 +288,16 @@ def main() -> int:
     case("Options(algorithm, chunk_bytes) on a new group", options)
     nf = torch.tensor([len(FAILS)])
     dist.all_reduce(nf)
+    world = dist.group.WORLD
+    dist.destroy_process_group()
+    assert world._comm is None, "the group's communicator outlived destroy_process_group"
+    dist.init_process_group("lpmpi")          # again, after the first world was freed
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((3,), float(P))), x
+    dist.destroy_process_group()
     if r == 0:
         print(f"SUMMARY suite=torch_pg P={P} cases={NCASES} failures={int(nf)}", flush=True)
-    dist.destroy_process_group()
     return 1 if int(nf) else 0
 
 
