@@ -220,10 +220,6 @@ def _wait_one(r, timeout: float) -> None:
         r.Wait()
 
 
-def _done_work(result: list[torch.Tensor]) -> _Work:
-    return _Work([], result)
-
-
 class _Done(dist.Work):
     """The Work of a call the caller waits for at once (complete before it is returned)."""
 
@@ -356,6 +352,12 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
     def __repr__(self) -> str:
         return f"ProcessGroupLpmpi(rank={self._comm.Get_rank()}, size={self._comm.Get_size()})"
 
+    def _coalesced(self, one, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                   opts: Any) -> dist.Work:
+        """A coalesced form: the one-tensor call per pair, one Work over them."""
+        works = [one(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
+        return self._w(opts, works, outputs)
+
     def _w(self, opts, reqs, result, after=None) -> dist.Work:
         """The call's Work.  torch's Python front end says whether the caller waits at once
         (``opts.asyncOp`` False: ``dist.all_reduce(x)``): then the call completes here and a
@@ -370,7 +372,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         return _Work(reqs, result, after, self._timeout)
 
     # -- reduction op --
-    def _op(self, opts, what: str, dtype: torch.dtype):
+    def _op(self, opts, what: str):
         """(lpmpi's op, a factor to multiply the inputs by first, or None)."""
         if opts is None:
             return "sum", None
@@ -412,7 +414,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         reqs, afters = [], []
         for t in tensors:
             _check(t, "allreduce")
-            op, f = self._op(opts, "allreduce", t.dtype)
+            op, f = self._op(opts, "allreduce")
             d, back = _dense(t)
             if f is not None:
                 d.copy_(self._premul(d, f))
@@ -429,7 +431,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         for t in tensors:
             _check(t, "allreduce_coalesced")
         flat = torch.cat([t.reshape(-1) for t in tensors])   # one request for all of them
-        op, f = self._op(opts, "allreduce_coalesced", flat.dtype)
+        op, f = self._op(opts, "allreduce_coalesced")
         if f is not None:
             flat = self._premul(flat, f)
         req = lpmpi.iallreduce(lpmpi.IN_PLACE, flat, op=op, comm=self._comm,
@@ -447,7 +449,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         reqs, afters = [], []
         for t in tensors:
             _check(t, "reduce")
-            op, f = self._op(opts, "reduce", t.dtype)
+            op, f = self._op(opts, "reduce")
             d, back = _dense(t)
             src = d
             if f is not None:
@@ -492,8 +494,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
     def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor],
                                         inputs: list[torch.Tensor],
                                         opts: Any = None) -> dist.Work:
-        works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
-        return self._w(opts, works, outputs) if works else _done_work(outputs)
+        return self._coalesced(self._allgather_base, outputs, inputs, opts)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
@@ -525,7 +526,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             raise ValueError(f"lpmpi backend: reduce_scatter_tensor needs an input of "
                              f"{P} x {output.numel()} {output.dtype} elements, got {input.numel()} "
                              f"{input.dtype}")
-        op, f = self._op(opts, "reduce_scatter_tensor", input.dtype)
+        op, f = self._op(opts, "reduce_scatter_tensor")
         x, _ = _dense(input)
         d, back = _dense(output)
         if f is not None:
@@ -541,8 +542,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
     def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor],
                                         inputs: list[torch.Tensor],
                                         opts: Any = None) -> dist.Work:
-        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
-        return self._w(opts, works, outputs) if works else _done_work(outputs)
+        return self._coalesced(self._reduce_scatter_base, outputs, inputs, opts)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
@@ -552,7 +552,7 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         reqs, afters = [], []
         for out, ins in zip(outputs, input_lists, strict=True):
             _check_list("reduce_scatter", out, "output", ins, "input", P)
-            op, f = self._op(opts, "reduce_scatter", out.dtype)
+            op, f = self._op(opts, "reduce_scatter")
             x = torch.stack([t.reshape(-1) for t in ins])
             if f is not None:
                 x = self._premul(x, f)
@@ -737,10 +737,10 @@ def _watchdog(timeout: float) -> float:
 
 def _create(backend_opts, options) -> ProcessGroupLpmpi:
     global _base_comm
-    opts = options if isinstance(options, Options) else Options()
     if options is not None and not isinstance(options, Options):
         raise TypeError(f"backend 'lpmpi': pg_options must be lpmpi.torch.Options, got "
                         f"{type(options).__name__}")
+    opts = options if options is not None else Options()
     rank, size = backend_opts.group_rank, backend_opts.group_size
     ranks = list(backend_opts.global_ranks_in_group or [])
     timeout = _watchdog(_seconds(backend_opts.timeout))
