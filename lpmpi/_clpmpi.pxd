@@ -95,6 +95,8 @@ cdef extern from "lpmpi.h" nogil:
 
     int lp_comm_prepare(MPI_Comm comm, int *first_mismatch)
     int lp_comm_ready(MPI_Comm comm)
+    int lp_comm_known(MPI_Comm comm)
+    void *lp_xla_handler(lp_coll_t coll, lp_mem_t mem)
     long lp_comm_contexts()
 
     void lp_configure(size_t max_msg_bytes, int window, int check)

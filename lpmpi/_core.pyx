@@ -22,7 +22,7 @@ from mpi4py.libmpi cimport (MPI_Comm, MPI_COMM_NULL, MPI_SUCCESS, MPI_MAX_ERROR_
                             MPI_Op, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR,
                             MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR)
 from lpmpi._clpmpi cimport *
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t, uintptr_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t, uintptr_t, intptr_t
 from cpython.pycapsule cimport PyCapsule_IsValid, PyCapsule_GetPointer, PyCapsule_SetName
 
 import enum as _enum
@@ -56,3 +56,4 @@ include "_core.src/message.pxi"
 include "_core.src/request.pxi"
 include "_core.src/collectives.pxi"
 include "_core.src/tuning.pxi"
+include "_core.src/xla.pxi"

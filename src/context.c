@@ -321,6 +321,15 @@ int lp_comm_ready(MPI_Comm comm) {
     return lp_ctx_find(comm, &ctx) == LP_OK && ctx && ctx->tables != 0;
 }
 
+int lp_comm_known(MPI_Comm comm) {
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (lp_ctx_t *c = live; c && !found; c = c->next)
+        found = c->user == comm && c->tables != 0;
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
 int lp_comm_prepare(MPI_Comm comm, int *first_mismatch) {
     lp_ctx_t *ctx;
     return lp_ctx_ready(comm, &ctx, first_mismatch);

@@ -170,6 +170,9 @@ const char *lp_errwhere(void);
 int lp_comm_prepare(MPI_Comm comm, int *first_mismatch);
 /* 1 when comm's context exists and is prepared (local and cheap: one attribute lookup) */
 int lp_comm_ready(MPI_Comm comm);
+/* 1 when comm is the user communicator of a live, prepared context: a search of the live
+ * contexts that makes no MPI call on comm (so a stale handle is safe to ask about) */
+int lp_comm_known(MPI_Comm comm);
 /* live contexts and the communicators whose ranks held different tables (tests, info) */
 long lp_comm_contexts(void);
 long lp_table_mismatches(void);
@@ -299,6 +302,11 @@ void lp_device_stats(long *not_ready, long *ops);
  * context preparation as a call) so that the other ranks raise instead of hanging.  Returns
  * LP_ERR_MISMATCH (or an MPI error). */
 int lp_check_local_error(MPI_Comm comm);
+
+/* ---- XLA FFI handlers (xla_ffi.c): lpmpi.jax's custom-call targets ----
+ * The XLA_FFI_Handler of coll on memory kind mem (LP_MEM_CUDA: only in a CUDA build), NULL
+ * where there is none; registered by lpmpi.jax with jax.ffi.register_ffi_target. */
+void *lp_xla_handler(lp_coll_t coll, lp_mem_t mem);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,252 @@
+"""JAX glue: lpmpi's collectives as JAX primitives that run inside ``jax.jit``.
+
+Call-compatible with mpi4jax 0.9 for the collectives mpi4jax has: code written for it switches
+with one import (``import lpmpi.jax as mpi4jax`` or ``from lpmpi.jax import allreduce``)::
+
+    import jax, jax.numpy as jnp
+    from mpi4py import MPI
+    import lpmpi.jax as lj
+
+    @jax.jit
+    def step(g):
+        return lj.allreduce(g, MPI.SUM) / MPI.COMM_WORLD.Get_size()   # or op="avg"
+
+Each collective is a JAX primitive: abstract evaluation, eager execution, ``jax.vmap``, an
+XLA FFI custom call (the handlers of src/xla_ffi.c, in the engine's own extension: one state
+with the rest of lpmpi) that carries an ordered effect, so the collectives of a program run in
+program order and are never dropped, duplicated or reordered; ``allreduce`` with ``SUM`` has
+JVP and transpose rules (see :func:`allreduce`).  Every argument is checked when the call is
+traced, on every rank, before anything runs, and the communicator is prepared then (its
+first use is collective).  Importable only where JAX is installed (``pip install
+'lpmpi[jax]'``); ``import lpmpi`` never imports it.
+
+The default communicator (``comm=None``) is :func:`default_comm`, a clone of
+``MPI.COMM_WORLD`` made once, as mpi4jax does: JAX runs jitted code asynchronously, and lpmpi's
+calls on one communicator must start in the same order on every rank, so lpmpi.jax's
+collectives get a communicator the program's eager lpmpi calls do not use.  A communicator you
+pass must likewise not be used by eager lpmpi calls while jitted collectives on it may be in
+flight (``jax.block_until_ready`` first).
+
+JAX versions: 0.9 and 0.10 (the jaxlib wheels for this Python); JAX internals used are
+gathered in ``_compat`` below.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import numpy as np
+from jax.interpreters import ad, batching, mlir
+from mpi4py import MPI
+
+from lpmpi import _core
+
+__all__ = ["allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "default_comm"]
+
+
+# ---- what differs across JAX versions (0.9, 0.10): private names, one place ----
+class _compat:
+    from jax.extend.core import Primitive
+
+    try:                                   # jax >= 0.11 re-exports it publicly
+        from jax.ffi import abstract_token
+    except ImportError:                    # 0.9, 0.10 (jax.core's is deprecated in 0.10)
+        from jax._src.core import abstract_token
+    try:
+        from jax._src.core import ShapedArray
+    except ImportError:                    # pragma: no cover - older layouts
+        from jax.core import ShapedArray
+    from jax._src import effects
+    from jax._src.dispatch import apply_primitive
+
+
+class _LpmpiEffect(_compat.effects.Effect):
+    """The ordered effect every lpmpi.jax collective carries (its token threads program order
+    through XLA)."""
+
+    def __repr__(self) -> str:
+        return "LpmpiCollective"
+
+
+for _kind in ("lowerable_effects", "ordered_effects", "control_flow_allowed_effects",
+              "custom_derivatives_allowed_effects", "remat_allowed_effects"):
+    getattr(_compat.effects, _kind).add_type(_LpmpiEffect)
+_EFFECT = _LpmpiEffect()
+
+
+# ---- the handlers, registered with XLA once ----
+_TARGET = "lpmpi_{}"
+for _name, _capsule in _core._xla_targets().items():
+    jax.ffi.register_ffi_target(_TARGET.format(_name), _capsule, platform="cpu")
+_CUDA_TARGETS = _core._xla_targets(cuda=True)      # empty unless lpmpi was built with CUDA
+_ON_CUDA = False
+if _CUDA_TARGETS:
+    try:
+        for _name, _capsule in _CUDA_TARGETS.items():
+            jax.ffi.register_ffi_target(_TARGET.format(_name), _capsule, platform="CUDA")
+        _ON_CUDA = True
+    except Exception:   # a jaxlib without CUDA: jitted CPU only
+        _ON_CUDA = False
+
+
+_default: MPI.Intracomm | None = None
+
+
+def default_comm() -> MPI.Intracomm:
+    """lpmpi.jax's communicator where ``comm=None``: a clone of ``MPI.COMM_WORLD`` made on first
+    use (collective then)."""
+    global _default
+    if _default is None:
+        _default = MPI.COMM_WORLD.Clone()
+    return _default
+
+
+def _params(coll: str, x, op, root, comm, algorithm, chunk_bytes, acc_dtype) -> dict:
+    """Checks every argument (lpmpi's rules and messages) and prepares comm: the primitive's
+    parameters, all ints (hashable)."""
+    h, size, rank, opc, r, alg, chunk, acc = _core._xla_call(
+        coll, np.dtype(x.dtype).name, op, root, default_comm() if comm is None else comm,
+        algorithm, chunk_bytes, acc_dtype)
+    return dict(comm=h, size=size, rank=rank, op=opc, root=r, alg=alg, chunk=chunk, acc=acc)
+
+
+def _array(x, name: str = "x"):
+    """x as a JAX array (Python scalars and numpy arrays are converted; tracers are kept)."""
+    if isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return x
+    try:
+        return jax.numpy.asarray(x)
+    except TypeError as e:
+        raise TypeError(f"{name} must be a JAX array, a numpy array or a Python scalar, got "
+                        f"{type(x).__name__}") from e
+
+
+# ---- one primitive per collective ----
+def _out_aval(coll: str, x, size: int):
+    if coll == "allgather":
+        return _compat.ShapedArray((size,) + tuple(x.shape), x.dtype)
+    if coll == "reduce_scatter":
+        if not x.shape or x.shape[0] != size:
+            raise ValueError(f"reduce_scatter: x must have shape (P, ...) with P = {size} "
+                             f"(one block per rank), got {tuple(x.shape)}")
+        return _compat.ShapedArray(tuple(x.shape[1:]), x.dtype)
+    return _compat.ShapedArray(tuple(x.shape), x.dtype)
+
+
+def _make(coll: str):
+    p = _compat.Primitive(f"lpmpi_{coll}")
+    target = _TARGET.format(coll)
+
+    def abstract(x, *, transpose=False, size, **_):
+        return _out_aval(coll, x, size), (set() if transpose else {_EFFECT})
+
+    def lower(ctx, x, *, transpose=False, comm, op, root, alg, chunk, acc, size, rank):
+        if transpose:                     # allreduce's transpose: the identity (see allreduce)
+            return [x]
+        token = ctx.tokens_in.get(_EFFECT)
+        tok = _compat.abstract_token
+        rule = jax.ffi.ffi_lowering(target, has_side_effect=True)
+        outs = list(rule(ctx.replace(avals_in=(*ctx.avals_in, tok),
+                                     avals_out=(*ctx.avals_out, tok)),
+                         x, token, comm=np.int64(comm), op=np.int64(op), root=np.int64(root),
+                         alg=np.int64(alg), chunk=np.int64(chunk), acc=np.int64(acc)))
+        ctx.set_tokens_out(mlir.TokenSet({_EFFECT: outs.pop()}))
+        return outs
+
+    p.def_impl(functools.partial(_compat.apply_primitive, p))
+    p.def_effectful_abstract_eval(abstract)
+    mlir.register_lowering(p, lower, platform="cpu")
+    if _ON_CUDA:
+        try:
+            mlir.register_lowering(p, lower, platform="cuda")
+        except NotImplementedError:   # pragma: no cover - no CUDA plugin
+            pass
+
+    def batch(args, dims, **params):
+        (x,), (d,) = args, dims
+        if coll == "reduce_scatter":      # blocks along axis 0: the batch goes inside each block
+            return p.bind(jax.numpy.moveaxis(x, d, 1), **params), 0
+        out = p.bind(x, **params)
+        return out, (d + 1 if coll == "allgather" else d)
+
+    batching.primitive_batchers[p] = batch
+    return p
+
+
+_P = {c: _make(c) for c in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter")}
+_SUM = _core.Op.SUM.value
+
+
+def _allreduce_jvp(primals, tangents, **params):
+    if params["op"] != _SUM:
+        raise NotImplementedError("lpmpi.jax.allreduce is differentiable for op SUM only")
+    (x,), (t,) = primals, tangents
+    p = _P["allreduce"]
+    return p.bind(x, **params), p.bind(ad.instantiate_zeros(t), **params)
+
+
+def _allreduce_transpose(ct, x, **params):
+    if params["op"] != _SUM:
+        raise NotImplementedError("lpmpi.jax.allreduce is transposable for op SUM only")
+    params = dict(params, transpose=not params.get("transpose", False))
+    return (_P["allreduce"].bind(ad.instantiate_zeros(ct), **params),)
+
+
+ad.primitive_jvps[_P["allreduce"]] = _allreduce_jvp
+ad.primitive_transposes[_P["allreduce"]] = _allreduce_transpose
+
+
+# ---- the calls (mpi4jax 0.9's signatures, plus lpmpi's keywords) ----
+def allreduce(x: Any, op: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+              chunk_bytes: int | None = None, acc_dtype: Any = None):
+    """Reduce ``x`` over the ranks of ``comm``; every rank gets the result (a new array).
+
+    op: ``MPI.SUM`` ... ``MPI.BXOR``, an lpmpi op (``lpmpi.SUM``) or a name (``"sum"``,
+    ``"avg"``).  acc_dtype="float32": float16/bfloat16 summed in float32 (SUM, AVG).
+
+    Differentiation (op SUM, as mpi4jax): the JVP of the result is the allreduce of the
+    tangents; the transpose is the identity on each rank, i.e. the computation after the
+    allreduce is taken to be replicated (every rank holds the same cotangent of the result and
+    the loss counts it once), which is what data-parallel code that reduces gradients or
+    replicated losses means."""
+    x = _array(x)
+    return _P["allreduce"].bind(x, transpose=False, **_params(
+        "allreduce", x, op, 0, comm, algorithm, chunk_bytes, acc_dtype))
+
+
+def reduce(x: Any, op: Any, root: int, *, comm: MPI.Intracomm | None = None,
+           algorithm: str = "auto", chunk_bytes: int | None = None, acc_dtype: Any = None):
+    """Reduce ``x`` onto ``root``: the result there, ``x`` unchanged elsewhere (as mpi4jax)."""
+    x = _array(x)
+    params = _params("reduce", x, op, root, comm, algorithm, chunk_bytes, acc_dtype)
+    res = _P["reduce"].bind(x, **params)
+    return res if params["rank"] == params["root"] else x
+
+
+def bcast(x: Any, root: int, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+          chunk_bytes: int | None = None):
+    """``root``'s ``x`` on every rank (a new array elsewhere, ``x`` itself on the root); the
+    other ranks' ``x`` gives only the shape and dtype."""
+    x = _array(x)
+    params = _params("bcast", x, None, root, comm, algorithm, chunk_bytes, None)
+    res = _P["bcast"].bind(x, **params)
+    return x if params["rank"] == params["root"] else res
+
+
+def allgather(x: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+              chunk_bytes: int | None = None):
+    """Every rank's ``x`` on every rank: shape ``(P,) + x.shape``, row r is rank r's."""
+    x = _array(x)
+    return _P["allgather"].bind(x, **_params("allgather", x, None, 0, comm, algorithm,
+                                             chunk_bytes, None))
+
+
+def reduce_scatter(x: Any, op: Any, *, comm: MPI.Intracomm | None = None,
+                   algorithm: str = "auto", chunk_bytes: int | None = None,
+                   acc_dtype: Any = None):
+    """``x`` of shape ``(P, ...)`` reduced over the ranks; rank r gets block r, shape
+    ``x.shape[1:]`` (not in mpi4jax)."""
+    x = _array(x)
+    return _P["reduce_scatter"].bind(x, **_params("reduce_scatter", x, op, 0, comm, algorithm,
+                                                  chunk_bytes, acc_dtype))
