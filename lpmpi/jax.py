@@ -122,6 +122,12 @@ def _array(x, name: str = "x"):
                         f"{type(x).__name__}") from e
 
 
+def _flag(v) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"in_place must be a bool, got {type(v).__name__}")
+    return v
+
+
 # ---- one primitive per collective ----
 def _out_aval(coll: str, x, size: int):
     if coll == "allgather":
@@ -141,12 +147,16 @@ def _make(coll: str):
     def abstract(x, *, transpose=False, size, **_):
         return _out_aval(coll, x, size), (set() if transpose else {_EFFECT})
 
-    def lower(ctx, x, *, transpose=False, comm, op, root, alg, chunk, acc, size, rank):
+    def lower(ctx, x, *, transpose=False, in_place=False, comm, op, root, alg, chunk, acc, size,
+              rank):
         if transpose:                     # allreduce's transpose: the identity (see allreduce)
             return [x]
+        # in_place: the result in the input's buffer (XLA copies the input first where it is
+        # still needed afterwards)
+        alias = {"operand_output_aliases": {0: 0}} if in_place else {}
         token = ctx.tokens_in.get(_EFFECT)
         tok = _compat.abstract_token
-        rule = jax.ffi.ffi_lowering(target, has_side_effect=True)
+        rule = jax.ffi.ffi_lowering(target, has_side_effect=True, **alias)
         outs = list(rule(ctx.replace(avals_in=(*ctx.avals_in, tok),
                                      avals_out=(*ctx.avals_out, tok)),
                          x, token, comm=np.int64(comm), op=np.int64(op), root=np.int64(root),
@@ -199,11 +209,16 @@ ad.primitive_transposes[_P["allreduce"]] = _allreduce_transpose
 
 # ---- the calls (mpi4jax 0.9's signatures, plus lpmpi's keywords) ----
 def allreduce(x: Any, op: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
-              chunk_bytes: int | None = None, acc_dtype: Any = None):
+              chunk_bytes: int | None = None, acc_dtype: Any = None, in_place: bool = False):
     """Reduce ``x`` over the ranks of ``comm``; every rank gets the result (a new array).
 
     op: ``MPI.SUM`` ... ``MPI.BXOR``, an lpmpi op (``lpmpi.SUM``) or a name (``"sum"``,
     ``"avg"``).  acc_dtype="float32": float16/bfloat16 summed in float32 (SUM, AVG).
+    in_place=True: the result takes ``x``'s buffer inside XLA (no new buffer; in a loop that
+    carries the array, no copy of the result into the carry each iteration), where XLA first
+    copies ``x`` if it is still needed afterwards or is an argument of the jitted function that
+    was not donated (``donate_argnums``): faster where ``x`` is dead after the call, slower
+    where XLA must copy it.
 
     Differentiation (op SUM, as mpi4jax): the JVP of the result is the allreduce of the
     tangents; the transpose is the identity on each rank, i.e. the computation after the
@@ -211,26 +226,28 @@ def allreduce(x: Any, op: Any, *, comm: MPI.Intracomm | None = None, algorithm: 
     the loss counts it once), which is what data-parallel code that reduces gradients or
     replicated losses means."""
     x = _array(x)
-    return _P["allreduce"].bind(x, transpose=False, **_params(
+    return _P["allreduce"].bind(x, transpose=False, in_place=_flag(in_place), **_params(
         "allreduce", x, op, 0, comm, algorithm, chunk_bytes, acc_dtype))
 
 
 def reduce(x: Any, op: Any, root: int, *, comm: MPI.Intracomm | None = None,
-           algorithm: str = "auto", chunk_bytes: int | None = None, acc_dtype: Any = None):
-    """Reduce ``x`` onto ``root``: the result there, ``x`` unchanged elsewhere (as mpi4jax)."""
+           algorithm: str = "auto", chunk_bytes: int | None = None, acc_dtype: Any = None,
+           in_place: bool = False):
+    """Reduce ``x`` onto ``root``: the result there, ``x`` unchanged elsewhere (as mpi4jax).
+    in_place: as :func:`allreduce`'s."""
     x = _array(x)
     params = _params("reduce", x, op, root, comm, algorithm, chunk_bytes, acc_dtype)
-    res = _P["reduce"].bind(x, **params)
+    res = _P["reduce"].bind(x, in_place=_flag(in_place), **params)
     return res if params["rank"] == params["root"] else x
 
 
 def bcast(x: Any, root: int, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
-          chunk_bytes: int | None = None):
+          chunk_bytes: int | None = None, in_place: bool = False):
     """``root``'s ``x`` on every rank (a new array elsewhere, ``x`` itself on the root); the
-    other ranks' ``x`` gives only the shape and dtype."""
+    other ranks' ``x`` gives only the shape and dtype.  in_place: as :func:`allreduce`'s."""
     x = _array(x)
     params = _params("bcast", x, None, root, comm, algorithm, chunk_bytes, None)
-    res = _P["bcast"].bind(x, **params)
+    res = _P["bcast"].bind(x, in_place=_flag(in_place), **params)
     return x if params["rank"] == params["root"] else res
 
 
