@@ -21,6 +21,9 @@ CASES = TESTS / "mpi_cases.py"
 NO_TORCH = ("torch is not installed: pip install 'lpmpi[torch]', or its CPU build alone: "
             "pip install torch --index-url https://download.pytorch.org/whl/cpu")
 
+# the reason the JAX tests give where JAX is not installed (the [test] extra pins it)
+NO_JAX = "jax is not installed: pip install 'lpmpi[jax]'"
+
 # process counts exercised by the spawning tests; P >= 3 oversubscribes a 2-core machine, so
 # those runs use a deterministic sample of the matrix (every Nth case by hash).
 NPROCS = (1, 2, 3, 4, 5)
