@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _mpi import NO_TORCH, child_env, mpiexec, run_split
+from _mpi import NO_JAX, NO_TORCH, child_env, mpiexec, run_split
 
 pytestmark = pytest.mark.mpi
 
@@ -107,6 +107,8 @@ def test_the_convention():
 def test_example_runs(tmp_path, code, expected):
     if re.search(r"^import torch|^from torch|^import .*\btorch\b", code, flags=re.MULTILINE):
         pytest.importorskip("torch", reason=NO_TORCH)
+    if re.search(r"^import jax|^from jax|^import .*\bjax\b", code, flags=re.MULTILINE):
+        pytest.importorskip("jax", reason=NO_JAX)
     script = tmp_path / "example.py"
     script.write_text(code)
     t0 = time.monotonic()
