@@ -131,8 +131,8 @@ def main() -> None:
                 print(f"{'row':34s} {'median_us':>10s} {'min_us':>9s} {'max_us':>9s}")
                 for k, v in times.items():
                     print(f"{k:34s} {med[k] * 1e6:10.2f} {min(v) * 1e6:9.2f} {max(v) * 1e6:9.2f}")
-                    out.append(dict(coll=coll, bytes=nb, row=k, median=med[k], min=min(v),
-                                    max=max(v)))
+                    out.append({"coll": coll, "bytes": nb, "row": k, "median": med[k],
+                                "min": min(v), "max": max(v)})
                 if mpi4jax is not None:
                     for form in ("call", "donated", "loop"):
                         m4 = med[f"{coll} mpi4jax {form}"]
@@ -142,7 +142,7 @@ def main() -> None:
                         print(line, flush=True)
     if r == 0 and a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(P=P, cpu=cpu_model(), jax=jax.__version__, rows=out), f, indent=1)
+            json.dump({"P": P, "cpu": cpu_model(), "jax": jax.__version__, "rows": out}, f, indent=1)
 
 
 if __name__ == "__main__":

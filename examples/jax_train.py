@@ -105,8 +105,8 @@ def main() -> None:
               f"steps 3..{a.steps}); parameters identical on every rank: {same}", flush=True)
         if a.json:
             with open(a.json, "w") as f:
-                json.dump(dict(backend=a.backend, P=P, params=int(nparams), losses=losses,
-                               step_s=med, times=times, same_on_every_rank=same), f)
+                json.dump({"backend": a.backend, "P": P, "params": int(nparams), "losses": losses,
+                           "step_s": med, "times": times, "same_on_every_rank": same}, f)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from mpi4py import MPI
 
 from lpmpi import _core
 
-__all__ = ["allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "default_comm"]
+__all__ = ["allgather", "allreduce", "bcast", "default_comm", "reduce", "reduce_scatter"]
 
 
 # ---- what differs across JAX versions (0.9, 0.10): private names, one place ----
@@ -86,7 +86,7 @@ if _CUDA_TARGETS:
         for _name, _capsule in _CUDA_TARGETS.items():
             jax.ffi.register_ffi_target(_TARGET.format(_name), _capsule, platform="CUDA")
         _ON_CUDA = True
-    except Exception:   # a jaxlib without CUDA: jitted CPU only
+    except Exception:  # noqa: BLE001 - a jaxlib without CUDA (its error type varies): CPU only
         _ON_CUDA = False
 
 
@@ -108,12 +108,13 @@ def _params(coll: str, x, op, root, comm, algorithm, chunk_bytes, acc_dtype) -> 
     h, size, rank, opc, r, alg, chunk, acc = _core._xla_call(
         coll, np.dtype(x.dtype).name, op, root, default_comm() if comm is None else comm,
         algorithm, chunk_bytes, acc_dtype)
-    return dict(comm=h, size=size, rank=rank, op=opc, root=r, alg=alg, chunk=chunk, acc=acc)
+    return {"comm": h, "size": size, "rank": rank, "op": opc, "root": r, "alg": alg,
+            "chunk": chunk, "acc": acc}
 
 
 def _array(x, name: str = "x"):
     """x as a JAX array (Python scalars and numpy arrays are converted; tracers are kept)."""
-    if isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
         return x
     try:
         return jax.numpy.asarray(x)

@@ -274,7 +274,7 @@ def ad_cases() -> None:
     case("jvp allreduce", jvp)
 
     def transpose():
-        f = lambda a: lj.allreduce(a, MPI.SUM)                            # noqa: E731
+        f = lambda a: lj.allreduce(a, MPI.SUM)                         
         (ct,) = jax.linear_transpose(f, x)(x)
         same(ct, np.asarray(x), "transpose = identity")
         (ct2,) = jax.linear_transpose(lambda a: jax.linear_transpose(f, x)(a)[0], x)(x)
@@ -324,7 +324,7 @@ def order_cases() -> None:
     case("order across jitted functions", across_functions)
 
     def in_loop():
-        body = lambda i, a: lj.allreduce(a, "sum", in_place=True) / P   # noqa: E731
+        body = lambda i, a: lj.allreduce(a, "sum", in_place=True) / P
         got = jax.jit(lambda a: jax.lax.fori_loop(0, 5, body, a))(jnp.ones(4) * (me + 1))
         v = np.ones(4) * (P + 1) / 2            # the mean of 1..P, kept by every iteration
         same(got, v.astype(np.float32), "fori_loop of allreduce", exact=False)

@@ -46,7 +46,7 @@ def test_collectives_against_references(nprocs, args):
 def test_handler_error_raises_on_every_rank():
     """LPMPI_CHECK finds the ranks' counts differ inside a jitted allreduce: every rank raises
     (JAX's runtime error carrying lpmpi's MismatchError), none hangs."""
-    cmd, rc, out, _ = _spawn(2, FAIL, "mismatch", env={"LPMPI_CHECK": "1"}, timeout=120)
+    _, rc, out, _ = _spawn(2, FAIL, "mismatch", env={"LPMPI_CHECK": "1"}, timeout=120)
     assert rc not in (0, None), out[-3000:]
     for r in (0, 1):
         assert f"rank {r} raised" in out and "MismatchError" in out, out[-3000:]
@@ -55,7 +55,7 @@ def test_handler_error_raises_on_every_rank():
 @pytest.mark.mpi
 def test_rank_that_leaves_does_not_hang_the_others():
     """Rank 1 exits before a jitted allreduce: rank 0 raises LPMPI_TIMEOUT's error after 3 s."""
-    cmd, rc, out, elapsed = _spawn(2, FAIL, "exit", env={"LPMPI_TIMEOUT": "3"}, timeout=120)
+    _, rc, out, elapsed = _spawn(2, FAIL, "exit", env={"LPMPI_TIMEOUT": "3"}, timeout=120)
     assert rc not in (0, None), out[-3000:]
     assert "rank 0 raised" in out and "LPMPI_TIMEOUT" in out and "3.0 s" in out, out[-3000:]
     assert elapsed < 90, elapsed
@@ -93,11 +93,11 @@ def test_abi_declarations_match_jaxlib():
 def test_imports(tmp_path):
     """import lpmpi imports no JAX; import jax does not initialise MPI; lpmpi.jax registers its
     targets with XLA."""
-    for code in ("import sys, lpmpi; assert not any(m == 'jax' or m.startswith('jax.') "
-                 "for m in sys.modules), 'jax imported'",
+    for code in (("import sys, lpmpi; assert not any(m == 'jax' or m.startswith('jax.') "
+                  "for m in sys.modules), 'jax imported'"),
                  "import sys, jax; assert 'mpi4py.MPI' not in sys.modules",
-                 "import lpmpi.jax as lj; assert lj._core._xla_targets().keys() >= "
-                 "{'allreduce', 'reduce', 'bcast', 'allgather', 'reduce_scatter'}"):
+                 ("import lpmpi.jax as lj; assert lj._core._xla_targets().keys() >= "
+                  "{'allreduce', 'reduce', 'bcast', 'allgather', 'reduce_scatter'}")):
         r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
                            text=True, timeout=120, check=False, cwd=tmp_path)
         assert r.returncode == 0, code + "\n" + r.stdout + r.stderr

@@ -15,6 +15,8 @@ for line in sys.stdin:
     runs[(kv["mode"], int(kv["pair"]), kv["backend"])] = (statistics.median(d["step_s"][2:]), kv["pinned"])
 for mode in ("ddp", "fsdp2"):
     pairs = sorted({p for m, p, _ in runs if m == mode})
+    if not pairs:
+        continue
     ratios = []
     print(f"\n{mode}: step time, median of steps 3..12 (ms)")
     for p in pairs:
