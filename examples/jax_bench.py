@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 
@@ -30,6 +29,7 @@ from mpi4py import MPI
 
 import lpmpi.jax as lj
 from lpmpi._units import parse_size
+from lpmpi.tables import cpu_model
 
 try:
     import mpi4jax
@@ -37,17 +37,6 @@ except ImportError:          # lpmpi.jax rows only
     mpi4jax = None
 
 LOOP = 16
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 def collective(lib, coll: str, **kw):

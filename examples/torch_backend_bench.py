@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
@@ -25,17 +24,7 @@ from mpi4py import MPI
 import lpmpi
 import lpmpi.torch
 from lpmpi._units import parse_size
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
+from lpmpi.tables import cpu_model
 
 
 def make_rows(n: int, P: int, gloo) -> dict:
