@@ -3,8 +3,9 @@ references and the eager lpmpi calls at P = 1..4 (tests/jax_cases.py: every op x
 0, 1, a prime and a large one, vmap, grad / jvp / transpose, program order, argument errors,
 mpi4jax's call forms), 64-bit types at P = 2, handler errors raised on every rank without a hang
 (tests/jax_fail.py), the data-parallel training example against one process on the whole batch,
-and lpmpi's declarations of XLA's FFI ABI against the installed jaxlib's header.  Skipped
-without JAX (the test extra has it)."""
+lpmpi's declarations of XLA's FFI ABI against the installed jaxlib's header; and JAX arrays as
+buffers of the eager calls (DLPack; read-only as outputs; recvbuf=None returns a JAX array in
+every form, at P = 1..3, acc_dtype for bfloat16).  Skipped without JAX (the test extra has it)."""
 import json
 import shutil
 import subprocess
@@ -101,3 +102,40 @@ def test_imports(tmp_path):
         r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
                            text=True, timeout=120, check=False, cwd=tmp_path)
         assert r.returncode == 0, code + "\n" + r.stdout + r.stderr
+
+
+# ---- JAX arrays as buffers of the eager calls (DLPack) ----
+SCRIPT = r'''
+import numpy as np, lpmpi, jax, jax.numpy as jnp
+from mpi4py import MPI
+w = MPI.COMM_WORLD; P = w.size
+x = jnp.arange(6, dtype=jnp.float32).reshape(2, 3) + w.rank
+exp = sum(np.arange(6, dtype=np.float32).reshape(2, 3) + r for r in range(P))
+for alg in lpmpi.algorithms("allreduce"):
+    y = lpmpi.allreduce(x, algorithm=alg)
+    assert isinstance(y, jax.Array) and y.shape == (2, 3) and y.dtype == jnp.float32, type(y)
+    assert np.array_equal(np.asarray(y), exp)
+    r = lpmpi.iallreduce(x, algorithm=alg); y2 = r.wait(); assert isinstance(y2, jax.Array) and r.wait() is y2
+    p = lpmpi.allreduce_init(x, algorithm=alg); outs = [p.start().wait() for _ in range(2)]; p.free()
+    assert all(isinstance(o, jax.Array) and np.array_equal(np.asarray(o), exp) for o in outs) and outs[0] is not outs[1]
+    z = lpmpi.reduce(x, root=0, algorithm="lp" if alg == "ring" else alg)
+    assert (z is None) == (w.rank != 0) and (z is None or isinstance(z, jax.Array))
+b = jnp.ones(5, dtype=jnp.bfloat16)
+yb = lpmpi.allreduce(b, acc_dtype="float32"); assert isinstance(yb, jax.Array) and yb.dtype == jnp.bfloat16 and float(yb[0]) == P
+for bad in (lambda: lpmpi.allreduce(np.ones(6, np.float32), x), lambda: lpmpi.bcast(x), lambda: lpmpi.allreduce(lpmpi.IN_PLACE, x)):
+    try: bad(); raise SystemExit("no error")
+    except ValueError as e: assert "read-only" in str(e), e
+import os
+os.write(1, b"OK %d\n" % w.rank)
+'''
+
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", (1, 2, 3), ids=lambda p: f"P{p}")
+def test_jax_arrays(tmp_path, nprocs):
+    f = tmp_path / "jax_case.py"
+    f.write_text(SCRIPT)
+    rc, out, _ = run([mpiexec(), "-n", str(nprocs), sys.executable, str(f)], child_env(), 300)
+    assert rc == 0, out[-6000:]
+    assert out.count("OK ") == nprocs, out[-3000:]
