@@ -21,10 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
+from _batched import time_batched
 from mpi4py import MPI
 
 import lpmpi.jax as lj
@@ -95,25 +95,7 @@ def main() -> None:
     for coll in a.colls.split(","):
         for nb in (parse_size(s) for s in a.sizes.split(",")):
             rows = rows_for(coll, nb, P)
-            reps = {}
-            for name, (fn, per) in rows.items():      # compile, warm up, size the batches
-                for _ in range(3):
-                    fn()
-                comm.Barrier()
-                t0 = time.perf_counter()
-                fn()
-                t = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-                reps[name] = max(2, min(20000, int(a.min_time / max(t, 1e-7))))
-            times: dict[str, list[float]] = {k: [] for k in rows}
-            for _ in range(a.rounds):
-                for name, (fn, per) in rows.items():
-                    k = reps[name]
-                    comm.Barrier()
-                    t0 = time.perf_counter()
-                    for _ in range(k):
-                        fn()
-                    dt = (time.perf_counter() - t0) / (k * per)
-                    times[name].append(comm.allreduce(dt, op=MPI.MAX))
+            times = time_batched(comm, rows, a.rounds, a.min_time)
             if r == 0:
                 med = {k: statistics.median(v) for k, v in times.items()}
                 print(f"\n# {coll} {nb} bytes")

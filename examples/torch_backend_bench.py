@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 import torch
 import torch.distributed as dist
+from _batched import time_batched
 from mpi4py import MPI
 
 import lpmpi
@@ -66,26 +66,7 @@ def main() -> None:
     for nb in sizes:
         n = max(1, nb // 4)
         rows = make_rows(n, P, gloo)
-        # calls per batch: enough for min_time at the first row's speed (the same on every rank)
-        reps = {}
-        for name, fn in rows.items():
-            for _ in range(3):
-                fn()
-            comm.Barrier()
-            t0 = time.perf_counter()
-            fn()
-            t = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-            reps[name] = max(3, min(20000, int(a.min_time / max(t, 1e-7))))
-        times: dict[str, list[float]] = {k: [] for k in rows}
-        for _ in range(a.rounds):
-            for name, fn in rows.items():
-                k = reps[name]
-                comm.Barrier()
-                t0 = time.perf_counter()
-                for _ in range(k):
-                    fn()
-                dt = (time.perf_counter() - t0) / k
-                times[name].append(comm.allreduce(dt, op=MPI.MAX))
+        times = time_batched(comm, {k: (fn, 1) for k, fn in rows.items()}, a.rounds, a.min_time)
         if r == 0:
             med = {k: statistics.median(v) for k, v in times.items()}
             print(f"\n# {nb} bytes")

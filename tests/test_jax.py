@@ -139,3 +139,16 @@ def test_jax_arrays(tmp_path, nprocs):
     rc, out, _ = run([mpiexec(), "-n", str(nprocs), sys.executable, str(f)], child_env(), 300)
     assert rc == 0, out[-6000:]
     assert out.count("OK ") == nprocs, out[-3000:]
+
+
+@pytest.mark.mpi
+def test_bench_example_runs():
+    """examples/jax_bench.py: every form of each collective, one short round."""
+    cmd, rc, out, _ = _spawn(2, ROOT / "examples" / "jax_bench.py", "--sizes", "8,4K",
+                             "--rounds", "1", "--min-time", "0.002", timeout=300)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
+    for coll in ("allreduce", "allgather", "bcast"):
+        for form in ("call", "donated", "loop"):
+            assert f"{coll} lpmpi.jax {form}" in out, out[-3000:]
+    assert "allreduce lpmpi.jax in_place loop" in out, out[-3000:]

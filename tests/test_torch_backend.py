@@ -128,3 +128,16 @@ def test_import_torch_does_not_initialise_mpi_and_lpmpi_imports_no_torch(tmp_pat
         r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
                            text=True, timeout=120, check=False, cwd=tmp_path)
         assert r.returncode == 0, code + "\n" + r.stdout + r.stderr
+
+
+@pytest.mark.mpi
+def test_bench_example_runs():
+    """examples/torch_backend_bench.py: its rows and ratios, one short round."""
+    cmd = [mpiexec(), "-n", "2", sys.executable, str(HERE.parent / "examples" /
+                                                     "torch_backend_bench.py"),
+           "--sizes", "8", "--rounds", "1", "--min-time", "0.002"]
+    rc, out, _ = run(cmd, _env(), 300)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
+    for coll in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
+        assert f"{coll}: backend lpmpi / direct lpmpi" in out, out[-3000:]
