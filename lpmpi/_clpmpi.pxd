@@ -138,6 +138,21 @@ cdef extern from "lpmpi.h" nogil:
         int tables
     int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
                   size_t chunk_bytes, lp_choice_t *out)
+    ctypedef struct lp_key_t:
+        lp_coll_t coll
+        int P
+        size_t nbytes
+        lp_mem_t mem
+        int acc
+    ctypedef struct lp_decision_t:
+        lp_choice_t choice
+        lp_key_t key
+        int ring_transport
+    lp_key_t lp_decision_key(lp_coll_t coll, int P, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
+                             lp_mem_t mem)
+    int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
+                            void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
+                            size_t chunk_bytes, lp_mem_t mem, void *acc, lp_dtype_t acc_dt)
     int lp_check_local_error(MPI_Comm comm)
 
     int lp_cuda_built()

@@ -27,6 +27,10 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "case); a collective lacking it stays on auto")),
     ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (8, 64K, 1MiB, ...)"),
     ("LPMPI_TUNING_FILE", "path[:path...]|none", "load these tuning tables instead of the shipped ones; none: no table"),
+    ("LPMPI_TABLES_AS", "table file", ("load the shipped tables as they apply on the machine this shipped "
+     "table (a file name in lpmpi/tables, or a path) was measured on: its MPI library and CPU model, "
+     "whatever this machine's (tests: every shipped table's decisions on any machine); every rank must "
+     "set the same")),
     ("LPMPI_WINDOW", f"1..{_W}", "chunks in flight per direction of the pipelines (default 4)"),
     ("LPMPI_CHECK", "0|1", ("check on every call that all ranks agree (count, dtype, op, root, "
      "algorithm, chunk): MismatchError instead of a hang")),
@@ -64,6 +68,7 @@ class Settings:
     algorithm: str | None = None       # lower case; None for unset or "auto"
     chunk_bytes: int | None = None
     tuning_file: str | None = None     # as given ("none" disables tables)
+    tables_as: str | None = None       # LPMPI_TABLES_AS: a shipped table whose machine to load as
     window: int = 0
     check: bool = False
     debug: bool = False
@@ -132,6 +137,7 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         algorithm=alg,
         chunk_bytes=_size(env, "LPMPI_CHUNK_BYTES") or None,
         tuning_file=env.get("LPMPI_TUNING_FILE", "").strip() or None,
+        tables_as=env.get("LPMPI_TABLES_AS", "").strip() or None,
         window=_ranged(env, "LPMPI_WINDOW", 1, _W),
         check=_flag(env, "LPMPI_CHECK"),
         debug=_flag(env, "LPMPI_DEBUG"),

@@ -501,6 +501,9 @@ class LoadStatus:
     other_cpu: list[tuple[str, str]] = field(default_factory=list)
     cpu: str = ""
     library: str = ""
+    #: LPMPI_TABLES_AS / load(tables_as=...): the shipped table whose machine the tables were
+    #: selected for (its library and CPU model instead of this machine's); None: this machine
+    tables_as: str | None = None
     table_hash: int = 0
     warning: str | None = None
     model_from: str | None = None               # the table whose fitted model "auto" uses
@@ -512,6 +515,7 @@ class LoadStatus:
 
 
 _status = LoadStatus("not loaded")
+_builtin_model: tuple[float, float, float] | None = None
 
 
 def status() -> LoadStatus:
@@ -533,7 +537,9 @@ def describe(here: Mapping[str, Any]) -> list[str]:
     st = status()
     lines = [f"tuning tables: {st.source}"
              + (f" ({_env.settings.tuning_file})" if st.source == ENV_FILE else f" ({SHIPPED_DIR})"
-                if st.source == "shipped" else "")]
+                if st.source == "shipped" else "")
+             + (f", selected as on the machine of {st.tables_as} ({library_name(st.library)}, "
+                f"{st.cpu or 'no CPU model'}; LPMPI_TABLES_AS)" if st.tables_as else "")]
     nprocs, memory = int(here.get("nprocs", 0)), str(here.get("memory", "host"))
     for t in st.applied:
         _, diffs = compare_fingerprint(t.fingerprint, here)
@@ -581,11 +587,7 @@ def _candidates() -> tuple[str, list[str]]:
         return "disabled", []
     if env:
         return ENV_FILE, [os.path.expanduser(p) for p in env.split(os.pathsep) if p]
-    try:
-        names = sorted(n for n in os.listdir(SHIPPED_DIR) if n.endswith(".json"))
-    except OSError:
-        return "shipped", []
-    return "shipped", [os.path.join(SHIPPED_DIR, n) for n in names]
+    return "shipped", shipped_tables()
 
 
 def measured_here(table: Table, cpu: str) -> bool:
@@ -640,8 +642,31 @@ def _warning_text(st: LoadStatus) -> str | None:
     return "lpmpi: tuning table ignored or partly invalid (" + " | ".join(parts) + f"); {fallback}"
 
 
-def load(apply: bool = True) -> LoadStatus:
+def shipped_tables() -> list[str]:
+    """The paths of the shipped tables (lpmpi/tables/*.json), sorted."""
+    try:
+        return sorted(os.path.join(SHIPPED_DIR, n) for n in os.listdir(SHIPPED_DIR) if n.endswith(".json"))
+    except OSError:
+        return []
+
+
+def machine_of(table: str) -> tuple[str, str | None]:
+    """``(mpi_library, cpu_model)`` of the machine a table was measured on; ``table``: a path, or
+    the file name of a shipped table.  Raises :class:`TableError` for one that cannot be read."""
+    path = table if os.sep in table or os.path.exists(table) else os.path.join(SHIPPED_DIR, table)
+    t = read_table(path)
+    cpu = t.fingerprint.get("cpu_model")
+    return str(t.fingerprint["mpi_library"]), cpu if isinstance(cpu, str) else None
+
+
+def load(apply: bool = True, tables_as: str | None = None) -> LoadStatus:
     """Load the tables for this process (shipped, or ``LPMPI_TUNING_FILE``) into the engine.
+
+    ``tables_as`` (default: ``LPMPI_TABLES_AS``): a shipped table (file name or path); the
+    shipped tables are then selected as on the machine it was measured on (its MPI library and
+    CPU model), whatever this machine is, so that any machine can run every shipped table's
+    decisions (the tests do).  Communicators prepared before a reload keep their agreement on
+    the old rows' hash: use new ones.
 
     Called at ``import lpmpi``; gives at most one :class:`TuningWarning` and never raises for a
     bad table.  Returns (and remembers, see :func:`status`) what it did.
@@ -652,7 +677,17 @@ def load(apply: bool = True) -> LoadStatus:
         library = library_version_line()
     except Exception as exc:  # noqa: BLE001 - an odd MPI must not break import
         library = f"unknown ({exc})"
-    st = _select(source, paths, library)
+    cpu = None
+    tables_as = _env.settings.tables_as if tables_as is None else tables_as
+    if tables_as:
+        try:
+            library, cpu = machine_of(tables_as)
+            cpu = cpu or ""
+        except TableError as exc:
+            warnings.warn(f"lpmpi: LPMPI_TABLES_AS={tables_as!r} ignored: {exc}", TuningWarning, stacklevel=3)
+            tables_as = None
+    st = _select(source, paths, library, cpu)
+    st.tables_as = tables_as or None
     st.table_hash = rows_hash(st.applied)
     if apply:
         _apply(st)
@@ -667,7 +702,11 @@ def _apply(st: LoadStatus) -> None:
     """Push the applied tables' rows into the engine (rows the engine refuses are dropped)."""
     from lpmpi import _core
 
+    global _builtin_model
+    if _builtin_model is None:          # the engine's defaults, before any table replaces them
+        _builtin_model = _core.model_get()
     _core.table_clear()
+    _core.model_set(*_builtin_model)
     for t in st.applied:
         for r in t.rows:
             try:

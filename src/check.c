@@ -1,7 +1,9 @@
 /* check.c: do the ranks agree, before they communicate?
  *
  * LPMPI_CHECK, on a call: every rank contributes the values of its call (collective, count,
- * dtype, op, root, algorithm, chunk, and for a persistent start which request) and whether its
+ * dtype, op, root, acc_dtype, memory kind), its whole decision (algorithm, chunk, the node-local
+ * transport asked for and the one the ring resolved, staging buffers, the decision's size), and
+ * for a persistent start which request and whether its
  * own arguments were bad; one MPI_Allgather gives every rank all of them, so every rank raises
  * the same MismatchError, naming the values and the ranks that hold them ("ranks disagree on
  * dtype: float32 on ranks 0-2, float64 on rank 3"), instead of hanging in a collective the
@@ -16,9 +18,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *const ck_names[LP_CK_N] = {"collective", "count", "dtype", "op", "root",
-                                              "algorithm", "chunk_bytes",
-                                              "persistent request (numbered as made)"};
+static const char *const ck_names[LP_CK_N] = {
+    [LP_CK_COLL] = "collective", [LP_CK_COUNT] = "count", [LP_CK_DTYPE] = "dtype", [LP_CK_OP] = "op",
+    [LP_CK_ROOT] = "root", [LP_CK_ACC] = "acc_dtype (the 16-bit data carried in float32)",
+    [LP_CK_MEM] = "memory kind", [LP_CK_ALG] = "algorithm", [LP_CK_CHUNK] = "chunk_bytes",
+    [LP_CK_TP] = "node-local transport asked for", [LP_CK_RING_TP] = "the ring's node-local transport",
+    [LP_CK_STAGING] = "staging buffers", [LP_CK_KEY_BYTES] = "the decision's size (bytes)",
+    [LP_CK_PREQ] = "persistent request (numbered as made)"};
+static const char *const tp_names[LP_NTP] = {"none", "mpi", "shm", "cma"};
+static const char *const ring_tp_names[] = {"mpi", "shm", "cma"};
 
 /* field `f`'s value as the user wrote it */
 static void value_text(int f, int64_t v, char *s, size_t n) {
@@ -28,6 +36,10 @@ static void value_text(int f, int64_t v, char *s, size_t n) {
     case LP_CK_OP: snprintf(s, n, "%s", v < 0 ? "(none)" : lp_op_name((lp_op_t)v)); break;
     case LP_CK_ALG: snprintf(s, n, "%s", lp_algo_name((int)v)); break;
     case LP_CK_PREQ: snprintf(s, n, v ? "#%lld" : "none", (long long)v); break;
+    case LP_CK_ACC: snprintf(s, n, "%s", v < 0 ? "none" : lp_dtype_name((lp_dtype_t)v)); break;
+    case LP_CK_MEM: snprintf(s, n, "%s", v == LP_MEM_HOST ? "host" : "device"); break;
+    case LP_CK_TP: snprintf(s, n, "%s", v >= 0 && v < LP_NTP ? tp_names[v] : "?"); break;
+    case LP_CK_RING_TP: snprintf(s, n, "%s", v < 0 ? "(no ring)" : v < 3 ? ring_tp_names[v] : "?"); break;
     default: snprintf(s, n, "%lld", (long long)v); break;
     }
 }
@@ -133,8 +145,6 @@ static const char *kn_name(int f, char *buf, size_t n) {
              lp_coll_name((lp_coll_t)(f < KN_CHUNK ? f - KN_ALG : f - KN_CHUNK)));
     return buf;
 }
-static const char *const tp_names[LP_NTP] = {"none", "mpi", "shm", "cma"};
-
 static void knob_text(int f, int64_t v, char *s, size_t n) {
     if (f < KN_CHUNK) snprintf(s, n, "%s", v < 0 ? "unset" : lp_algo_name((int)v));
     else if (f < KN_TP) snprintf(s, n, v ? "%lld" : "unset", (long long)v);

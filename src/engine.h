@@ -50,8 +50,7 @@ size_t lp_best_chunk_with(const lp_model_t *m, int alg, int P, size_t nbytes);
  * Everything "auto" reads (model, table rows, overrides) has a generation, bumped by every
  * change: a context's cached decision from an older generation is stale. */
 extern unsigned long lp_select_gen;
-int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int acc, int alg,
-              size_t chunk_bytes, lp_choice_t *out);
+int lp_decide(lp_ctx_t *ctx, const lp_key_t *key, int alg, size_t chunk_bytes, lp_choice_t *out);
 
 /* ---- contexts (context.c) ---- */
 struct lp_ctx {
@@ -116,8 +115,11 @@ enum { LP_NT_CMA = 0, LP_NT_OFF_ENV = 1, LP_NT_OFF_NODES = 2, LP_NT_OFF_PERM = 3
 /* LPMPI_NODE_TRANSPORT (lp_node_transport) */
 enum { LP_NTM_MPI = 0, LP_NTM_AUTO = 1, LP_NTM_SHM = 2, LP_NTM_CMA = 3 };
 
-/* the values of a call LPMPI_CHECK compares (check.c) */
-enum { LP_CK_COLL, LP_CK_COUNT, LP_CK_DTYPE, LP_CK_OP, LP_CK_ROOT, LP_CK_ALG, LP_CK_CHUNK,
+/* the values of a call LPMPI_CHECK compares (check.c): the call's arguments, then its whole
+ * decision (algorithm, chunk, asked and resolved node-local transport, staging buffers,
+ * accumulation) */
+enum { LP_CK_COLL, LP_CK_COUNT, LP_CK_DTYPE, LP_CK_OP, LP_CK_ROOT, LP_CK_ACC, LP_CK_MEM, LP_CK_ALG,
+       LP_CK_CHUNK, LP_CK_TP, LP_CK_RING_TP, LP_CK_STAGING, LP_CK_KEY_BYTES,
        LP_CK_PREQ, LP_CK_N };   /* PREQ: a persistent request's number on its context (0: none) */
 
 /* ---- requests (request.c, progress.c) ---- */

@@ -67,6 +67,8 @@ typedef struct lp_args {
     const struct lp_shm *shm;
     uint64_t shm_base;
     int transport;          /* LP_TP_* the decision asked for (the ring allreduce's node-local one) */
+    int ring_tp;            /* LP_RING_* the ring's node-local transport resolved to, once, in the
+                               decision (request.c); -1: the schedule is no node-local ring */
 } lp_args_t;
 
 /* position *v of this rank on the chain that starts at rank `head` and goes up (dir = 1) or down

@@ -125,11 +125,17 @@ int lp_bcast(MPI_Comm comm, void *buf, size_t count, lp_dtype_t dt, int root, in
  * process; a request's own failure (an MPI error inside its progress) is returned by its test
  * or wait.  lp_req_free: an inactive or completed request (a persistent one after its last
  * wait); never one in flight.
- * acc (acc_dtype): NULL, or the 16-bit result (acc_dt LP_FLOAT16 / LP_BFLOAT16) of a SUM or
- * AVG allreduce / reduce run on float32 data (dt LP_FLOAT32; sbuf, rbuf: the float32 widening
- * of the input); the reduction is carried in float32 and rounded once into acc (allreduce by
- * lp, ring and be: before the broadcast/allgather part, which then moves 16-bit data). */
+ * acc_dtype: a call accumulates (lp_accumulates) when dt is LP_FLOAT32 and acc_dt is LP_FLOAT16
+ * or LP_BFLOAT16: a SUM or AVG allreduce / reduce / reduce_scatter of 16-bit data run on its
+ * float32 widening (sbuf, rbuf), carried in float32 and rounded once into acc, the 16-bit
+ * result (allreduce by lp, ring and be: before the broadcast/allgather part, which then moves
+ * 16-bit data).  Every rank passes the same dt and acc_dt (the decision reads them); acc is
+ * NULL exactly where the rank gets no result (reduce's non-roots).  A plain call passes
+ * acc = NULL and acc_dt = dt. */
 typedef struct lp_req lp_req_t;
+static inline int lp_accumulates(lp_dtype_t dt, lp_dtype_t acc_dt) {
+    return dt == LP_FLOAT32 && (acc_dt == LP_FLOAT16 || acc_dt == LP_BFLOAT16);
+}
 enum { LP_REQ_BLOCKING = 0, LP_REQ_NONBLOCKING = 1, LP_REQ_PERSISTENT = 2 };
 int lp_request(lp_req_t **req, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
                void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
@@ -270,10 +276,39 @@ typedef struct {
     int transport_source;  /* LP_SRC_* of the transport (LP_SRC_MODEL where the rule decides) */
     int tables;          /* the communicator's tables: 1 agree, -1 differ (rank 0's), 0 unchecked */
 } lp_choice_t;
-/* local (no communication): comm's context is used if it exists, never created; nbytes as
- * the engine sees the call (acc: the float32 copy's bytes) */
+/* The decision key: only what the contract makes equal on every rank of a call: the
+ * collective, P, the bytes the decision is keyed by (lp_decision_key: the message's, or the P
+ * blocks' for allgather / reduce_scatter, as the engine sees them: acc_dtype's float32 copy),
+ * the memory kind and whether it accumulates.  Never whether this rank is the root, works in
+ * place or has a result buffer, nor the size of a buffer it widened or staged: every rank
+ * computes the same key, so every rank takes the same decision. */
+typedef struct {
+    lp_coll_t coll;
+    int P;
+    size_t nbytes;
+    lp_mem_t mem;
+    int acc;
+} lp_key_t;
+/* the key of a call: count and dt as lp_request takes them (the engine's element count and
+ * type), acc_dt as lp_request's */
+lp_key_t lp_decision_key(lp_coll_t coll, int P, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
+                         lp_mem_t mem);
+/* local (no communication): comm's context is used if it exists, never created; nbytes: the
+ * key's bytes (the tables' size coordinate: acc, the float32 copy's) */
 int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
               size_t chunk_bytes, lp_choice_t *out);
+/* what lp_request would run for this call on this rank, without running it (no communication;
+ * comm must have been prepared by lp_comm_prepare): the same checks, memory routing, key and
+ * decision as lp_request.  ring_transport: LP_TP_MPI/SHM/CMA the ring's node-local transport
+ * resolves to for this call, 0 where the schedule is no node-local ring. */
+typedef struct {
+    lp_choice_t choice;
+    lp_key_t key;
+    int ring_transport;
+} lp_decision_t;
+int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
+                        size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
+                        lp_mem_t mem, void *acc, lp_dtype_t acc_dt);
 
 /* ---- device memory (device.c) ----
  * A build with CUDA (nvcc found: LPMPI_HAVE_CUDA) accepts LP_MEM_CUDA buffers; device memory

@@ -4,8 +4,9 @@
  *   1. validate what the bindings cannot get wrong but C callers can (dtype, op, memory),
  *   2. route device memory (device.c: real CUDA, emulation, or host),
  *   3. prepare the communicator's context (context.c: private duplicate, table agreement),
- *   4. decide algorithm, chunk and staging (select.c: lp_decide, the one decision),
- *   5. with LPMPI_CHECK, check that every rank agrees (check.c),
+ *   4. decide algorithm, chunk, staging and the ring's node-local transport from the call's key
+ *      (select.c: lp_decision_key, lp_decide: what every rank shares),
+ *   5. with LPMPI_CHECK, check that every rank agrees on the call and the whole decision (check.c),
  *   6. take a request (the context's blocking one, a pooled nonblocking one, a new persistent
  *      one), pick its schedule (registry.c: the algorithm's, its staged pipeline for device
  *      memory, whole-buffer staging, or the single-rank copy), plan it and reserve its memory,
@@ -200,13 +201,9 @@ static int req_plan(lp_req_t *r) {
                                              A->sched->host_only(a))) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
-    } else if (A->sched == &lp_sched_ring && !a->dev) {   /* node-local transports */
-        /* the shared-memory segment serves the collectives whose row says so; single-copy reads
-         * every ring collective (alg_ring_cma.c); the rule by the bytes of the buffers' P blocks */
-        size_t nb = lp_key_bytes(a->coll, a->count, a->esize, a->size);
-        int t = lp_ring_transport(a->shm != NULL && lp_traits(a->coll)->shm, a->pids != NULL, nb,
-                                  a->transport);
-        r->sched = t == LP_RING_SHM ? &lp_sched_ring_shm : t == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
+    } else if (a->ring_tp >= 0) {          /* node-local transports, resolved in the decision */
+        r->sched = a->ring_tp == LP_RING_SHM ? &lp_sched_ring_shm
+                 : a->ring_tp == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
     r->nsched = p.nphases;
@@ -268,66 +265,133 @@ static int acquire(lp_ctx_t *ctx) {
 }
 static void release(lp_ctx_t *ctx) { atomic_store_explicit(&ctx->busy, 0, memory_order_release); }
 
+/* a call up to its decision (shared by lp_request and lp_request_decision) */
+typedef struct {
+    lp_ctx_t *ctx;
+    const lp_devops_t *dev;
+    int xport, accum;
+    lp_mem_t mem;
+    lp_reduce_fn fn;
+    lp_key_t key;
+    lp_choice_t ch;
+    int ring_tp;              /* LP_RING_*, -1: no node-local ring (lp_args_t.ring_tp) */
+} call_t;
+
+/* 1-3: the checks C callers can get wrong, memory routing, the prepared context */
+static int call_check(call_t *c, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size_t count,
+                      lp_dtype_t dt, lp_op_t op, int root, lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
+    int rc = LP_OK;
+    (void)sbuf, (void)rbuf, (void)count;
+    if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
+    const lp_coll_traits_t *T = lp_traits(coll);
+    if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
+    if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
+    c->accum = lp_accumulates(dt, acc_dt);
+    if ((acc && !c->accum) ||
+        (c->accum && (!T->has_op || (op != LP_SUM && op != LP_AVG) || mem != LP_MEM_HOST)))
+        return LP_FAIL(LP_ERR_ARG, "acc: a float32 SUM or AVG allreduce/reduce/reduce_scatter on host memory, "
+                       "rounded to float16 or bfloat16");
+    c->fn = NULL;
+    if (T->has_op && !(c->fn = lp_reduce_kernel(dt, op)))
+        return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
+    LP_TRY(lp_device_route(mem, &c->dev, &c->xport));
+    if (c->dev) mem = LP_MEM_CUDA;                /* emulation decides as for device memory */
+    c->mem = mem;
+    LP_TRY(lp_ctx_ready(comm, &c->ctx, NULL));
+    if (root < 0 || root >= c->ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
+    if (c->accum && !acc && lp_on(T->result, c->ctx->rank, root))
+        return LP_FAIL(LP_ERR_ARG, "acc: NULL on a rank that gets a result (the 16-bit output)");
+cleanup:
+    return rc;
+}
+
+/* 4: the key (lp_decision_key: what every rank shares), the decision, and the ring's node-local
+ * transport, resolved here once by the key's bytes (the schedule follows it: req_plan) */
+static int call_decide(call_t *c, lp_coll_t coll, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt, int alg,
+                       size_t chunk_bytes) {
+    lp_ctx_t *ctx = c->ctx;
+    c->key = lp_decision_key(coll, ctx->size, count, dt, acc_dt, c->mem);
+    int rc = lp_decide(ctx, &c->key, alg, chunk_bytes, &c->ch);
+    if (rc != LP_OK) return rc;
+    const lp_algo_t *A = &lp_algos[c->ch.alg];
+    c->ring_tp = -1;
+    if (count && ctx->size > 1 && !c->dev && A->sched == &lp_sched_ring)
+        c->ring_tp = lp_ring_transport(ctx->shm != NULL && lp_traits(coll)->shm, ctx->pids != NULL,
+                                       c->key.nbytes, c->ch.transport);
+    return LP_OK;
+}
+
+static int call_staging(const call_t *c) { return c->ch.staging > 0 ? c->ch.staging : lp_staging; }
+
+int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
+                        size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
+                        lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
+    int rc = LP_OK;
+    call_t c = {0};
+    if (lp_forked) return lp_not_forked();
+    if (!lp_comm_ready(comm))
+        return LP_FAIL(LP_ERR_ARG, "lp_request_decision: the communicator is not prepared (lp_comm_prepare)");
+    LP_TRY(call_check(&c, coll, comm, sbuf, rbuf, count, dt, op, root, mem, acc, acc_dt));
+    LP_TRY(call_decide(&c, coll, count, dt, acc_dt, alg, chunk_bytes));
+    static const int tp_of_ring[] = {LP_TP_MPI, LP_TP_SHM, LP_TP_CMA};
+    *out = (lp_decision_t){.choice = c.ch, .key = c.key,
+                           .ring_transport = c.ring_tp >= 0 ? tp_of_ring[c.ring_tp] : 0};
+    out->choice.staging = call_staging(&c);
+cleanup:
+    return rc;
+}
+
 int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
                size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
                lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
-    int rc = LP_OK, xport, busy = 0;
-    const lp_devops_t *dev = NULL;
-    lp_ctx_t *ctx = NULL;
-    lp_choice_t ch;
-    lp_reduce_fn fn = NULL;
+    int rc = LP_OK, busy = 0;
+    call_t c = {0};
     lp_req_t *r = NULL;
     if (out) *out = NULL;
     if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
-    if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
+    LP_TRY(call_check(&c, coll, comm, sbuf, rbuf, count, dt, op, root, mem, acc, acc_dt));
+    lp_ctx_t *ctx = c.ctx;
     const lp_coll_traits_t *T = lp_traits(coll);
-    if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
-    if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
-    if (acc && (!T->has_op || dt != LP_FLOAT32 || (op != LP_SUM && op != LP_AVG) ||
-                (acc_dt != LP_FLOAT16 && acc_dt != LP_BFLOAT16) || mem != LP_MEM_HOST))
-        return LP_FAIL(LP_ERR_ARG, "acc: a float32 SUM or AVG allreduce/reduce/reduce_scatter on host memory, "
-                       "rounded to float16 or bfloat16");
-    if (T->has_op && !(fn = lp_reduce_kernel(dt, op)))
-        return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
-    LP_TRY(lp_device_route(mem, &dev, &xport));
-    if (dev) mem = LP_MEM_CUDA;                   /* emulation decides as for device memory */
-    LP_TRY(lp_ctx_ready(comm, &ctx, NULL));
-    if (root < 0 || root >= ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
+    const lp_devops_t *dev = c.dev;
     LP_TRY(acquire(ctx));
     busy = 1;
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
-    /* the size a decision is keyed by: the bytes of the P blocks where a buffer holds them (as
-     * nccl-tests counts allgather and reduce_scatter), else the message */
-    size_t esize = lp_dtype_size(dt), nbytes = lp_key_bytes(coll, count, esize, ctx->size);
-    LP_TRY(lp_decide(ctx, coll, ctx->size, nbytes, mem, acc != NULL, alg, chunk_bytes, &ch));
-    const int64_t ck[LP_CK_N] = {coll, (int64_t)count, dt, T->has_op ? (int64_t)op : -1,
-                                 T->has_root ? root : -1, ch.alg, (int64_t)ch.chunk,
-                                 kind == LP_REQ_PERSISTENT ? ctx->npersist + 1 : 0};
+    LP_TRY(call_decide(&c, coll, count, dt, acc_dt, alg, chunk_bytes));
+    const lp_choice_t ch = c.ch;
+    const size_t esize = lp_dtype_size(dt), staging = (size_t)call_staging(&c);
+    /* 5. LPMPI_CHECK: the call and its whole decision, the same on every rank */
+    const int64_t ck[LP_CK_N] = {
+        [LP_CK_COLL] = coll, [LP_CK_COUNT] = (int64_t)count, [LP_CK_DTYPE] = dt,
+        [LP_CK_OP] = T->has_op ? (int64_t)op : -1, [LP_CK_ROOT] = T->has_root ? root : -1,
+        [LP_CK_ACC] = c.accum ? (int64_t)acc_dt : -1, [LP_CK_MEM] = c.mem, [LP_CK_ALG] = ch.alg,
+        [LP_CK_CHUNK] = (int64_t)ch.chunk, [LP_CK_TP] = ch.transport, [LP_CK_RING_TP] = c.ring_tp,
+        [LP_CK_STAGING] = (int64_t)staging, [LP_CK_KEY_BYTES] = (int64_t)c.key.nbytes,
+        [LP_CK_PREQ] = kind == LP_REQ_PERSISTENT ? ctx->npersist + 1 : 0};
     if (lp_check_enabled) LP_TRY(lp_check_agree(ctx, ck, 0));
     LP_TRY(req_get(ctx, kind, &r));
     if (kind == LP_REQ_PERSISTENT) {
         memcpy(r->ck, ck, sizeof ck);
         ctx->npersist++;
     }
-    const lp_plan_key_t key = {ch.alg, coll, dt, op, root, xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
+    const lp_plan_key_t key = {ch.alg, coll, dt, op, root, c.xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
                                acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
-                               (size_t)(ch.staging > 0 ? ch.staging : lp_staging), dev};
+                               staging, dev};
     int devid = -1, replan = !r->planned || memcmp(&key, &r->key, sizeof key) != 0;
     if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &devid));
     r->alg = ch.alg;
     r->a = (lp_args_t){
         .comm = ctx->comm, .rank = ctx->rank, .size = ctx->size, .coll = coll,
-        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dt = dt, .esize = esize, .op = op, .fn = fn,
-        .root = root, .chunk_elems = ch.chunk / esize ? ch.chunk / esize : 1, .mem = mem,
-        .dev = dev, .xport = xport, .window = (size_t)lp_window,
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dt = dt, .esize = esize, .op = op, .fn = c.fn,
+        .root = root, .chunk_elems = ch.chunk / esize ? ch.chunk / esize : 1, .mem = c.mem,
+        .dev = dev, .xport = c.xport, .window = (size_t)lp_window,
         .piece = lp_max_msg_bytes >= esize ? lp_max_msg_bytes / esize * esize : esize,
-        .staging = (size_t)(ch.staging > 0 ? ch.staging : lp_staging),
+        .staging = staging,
         .persistent = kind == LP_REQ_PERSISTENT,
         .acc = acc, .acc_dt = acc_dt,
         .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids,
-        .shm = ctx->shm, .transport = ch.transport,
+        .shm = ctx->shm, .transport = ch.transport, .ring_tp = c.ring_tp,
     };
     r->devid = devid;
     if (replan || devid >= 0) {

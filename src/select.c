@@ -9,8 +9,9 @@
  * override's, the row's or the model's, else (an explicit algorithm) the model's best; 0 for
  * unchunked algorithms; at most the largest single MPI message.
  *
- * lp_decide is the only place this happens.  Every request (request.c) calls it on a prepared
- * context, lpmpi.select/explain and LPMPI_DEBUG through lp_choose on the same context (created by an
+ * lp_decide is the only place this happens, on a key (lp_decision_key: only what every rank of
+ * a call shares, never whether it is the root, in place, or has a result).  Every request
+ * (request.c) calls it on a prepared context, lpmpi.select/explain and LPMPI_DEBUG through lp_choose on the same context (created by an
  * earlier call, or not yet, which lp_choice_t.tables says), so they report what the
  * collectives do.  On a communicator whose ranks held different tables it reads rank 0's rows
  * and model (context.c): what every rank shares.  Decisions are cached per context and
@@ -95,16 +96,24 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
                          .transport_source = tp ? LP_SRC_TABLE : LP_SRC_MODEL};
 }
 
-int lp_decide(lp_ctx_t *ctx, lp_coll_t coll, int P, size_t nbytes, lp_mem_t mem, int acc, int alg,
-              size_t chunk_bytes, lp_choice_t *out) {
+lp_key_t lp_decision_key(lp_coll_t coll, int P, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
+                         lp_mem_t mem) {
+    return (lp_key_t){.coll = coll, .P = P, .nbytes = lp_key_bytes(coll, count, lp_dtype_size(dt), P),
+                      .mem = mem, .acc = lp_accumulates(dt, acc_dt)};
+}
+
+int lp_decide(lp_ctx_t *ctx, const lp_key_t *k, int alg, size_t chunk_bytes, lp_choice_t *out) {
     const int differ = ctx && ctx->tables < 0;
     const lp_table_t *t = differ ? ctx->table : &lp_table;
     const lp_model_t *m = differ ? &ctx->model : &lp_model;
+    const lp_coll_t coll = k->coll;
+    const int P = k->P, acc = k->acc != 0;
+    const size_t nbytes = k->nbytes;
+    const lp_mem_t mem = k->mem;
     lp_choice_t ch = {0};
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
     if ((int)mem < 0 || mem >= LP_NMEMS) return LP_FAIL(LP_ERR_ARG, "unknown memory kind %d", (int)mem);
     if (alg == LP_ALG_AUTO) {
-        acc = acc != 0;
         if (ctx && ctx->last[coll].gen == lp_select_gen && ctx->last[coll].nbytes == nbytes &&
             ctx->last[coll].mem == (int)mem && ctx->last[coll].acc == acc) {
             ch = ctx->last[coll].choice;
@@ -143,7 +152,8 @@ int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int ac
     LP_TRY(lp_ctx_find(comm, &ctx));
     if (ctx) size = ctx->size;
     else LP_MPI(MPI_Comm_size(comm, &size));
-    rc = lp_decide(ctx, coll, size, nbytes, mem, acc, alg, chunk_bytes, out);
+    const lp_key_t k = {.coll = coll, .P = size, .nbytes = nbytes, .mem = mem, .acc = acc != 0};
+    rc = lp_decide(ctx, &k, alg, chunk_bytes, out);
 cleanup:
     return rc;
 }

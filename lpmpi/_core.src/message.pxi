@@ -370,7 +370,7 @@ cdef class Message:
             if kind != LP_REQ_PERSISTENT:
                 self.acc_widen()
         if _debug:
-            _debug_log(self)
+            _debug_log(self, kind)
         if kind == LP_REQ_BLOCKING or _check_enabled or nbytes > _START_WITH_GIL:
             with nogil:
                 rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.count,
@@ -383,6 +383,21 @@ cdef class Message:
         if rc != LP_OK:
             _raise_status(rc)
         return req
+
+    cdef int decide(self, int kind, lp_decision_t *d) except -1:
+        """What request(kind) would run on this rank (lp_request_decision: the engine's own checks,
+        key and decision, with the arguments request() passes; no communication once the
+        communicator is prepared)."""
+        cdef int rc
+        self.prepare()
+        if self.acc:
+            self.acc_setup(kind)
+        rc = lp_request_decision(d, self.coll, self.comm, self.sptr, self.rptr, self.count,
+                                 self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
+                                 self.acc_out if self.acc else NULL, self.s.dtype)
+        if rc != LP_OK:
+            _raise_status(rc)
+        return 0
 
     cdef int run(self) except -1:
         """The blocking collective (GIL released)."""
@@ -425,25 +440,32 @@ cdef class Message:
 cdef str _source_name(int src):
     return ("override", "table", "model", "requested")[src]
 
-cdef void _debug_log(Message m) except *:
-    """LPMPI_DEBUG=1: on rank 0, the decision (the engine's own, lp_choose) once per
-    collective, size bucket, communicator size and memory kind."""
+cdef void _debug_log(Message m, int kind) except *:
+    """LPMPI_DEBUG=1: on rank 0, the decision (the engine's own: lp_request_decision, with the
+    call's own arguments and key) once per collective, key size bucket, communicator size,
+    memory kind and accumulation."""
     cdef int rank = 0
-    cdef lp_choice_t ch
-    cdef int mem = 1 if (m.s.mem or _emulate) else 0
-    cdef size_t nbytes = m.s.count * lp_dtype_size(m.s.dtype)
+    cdef lp_decision_t d
     MPI_Comm_rank(m.comm, &rank)
+    if rank != 0:
+        return
+    try:
+        m.decide(kind, &d)
+    except Exception:
+        return                      # the call itself raises it
+    cdef lp_choice_t ch = d.choice
+    cdef size_t nbytes = d.key.nbytes
     bucket = nbytes.bit_length()
-    key = (m.coll, bucket, m.size, mem)
-    if rank != 0 or key in _debug_seen:
+    key = (m.coll, bucket, m.size, d.key.mem, d.key.acc)
+    if key in _debug_seen:
         return
     _debug_seen.add(key)
-    if lp_choose(m.comm, m.coll, nbytes * (2 if m.acc else 1), mem, m.acc, m.alg, m.chunk, &ch) != LP_OK:
-        return
     chs = f" chunk {ch.chunk}" if lp_algo_chunked(ch.alg) else ""
-    where = " (device memory)" if mem else ""
+    where = " (device memory)" if d.key.mem else ""
+    acc = " (acc_dtype float32)" if d.key.acc else ""
     tables = " (ranks' tables differ: rank 0's)" if ch.tables < 0 else ""
+    tp = f" transport {TRANSPORTS[d.ring_transport - 1]}" if d.ring_transport > 0 else ""
     import sys
-    print(f"lpmpi: {COLLECTIVES[m.coll]} {nbytes} B{where} (bucket < 2^{bucket}) P={m.size}: "
-          f"{lp_algo_name(ch.alg).decode()}{chs} [{_source_name(ch.source)}]{tables}",
+    print(f"lpmpi: {COLLECTIVES[m.coll]} {nbytes} B{where}{acc} (bucket < 2^{bucket}) P={m.size}: "
+          f"{lp_algo_name(ch.alg).decode()}{chs}{tp} [{_source_name(ch.source)}]{tables}",
           file=sys.stderr, flush=True)

@@ -27,6 +27,44 @@ def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk
     return (lp_algo_name(ch.alg).decode(), ch.chunk if lp_algo_chunked(ch.alg) else None,
             ch.staging or None, _source_name(ch.source), tables)
 
+def call_decision(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None, *,
+                  algorithm="auto", chunk_bytes=None, acc_dtype=None, form="blocking"):
+    """What ``lpmpi.<collective>(sendbuf, recvbuf, ...)`` (``form``: "blocking", "nonblocking"
+    or "persistent") would run on this rank, without running it: the same argument checks
+    (raised as the call raises them), buffers, key and decision as the call (the engine's
+    lp_request_decision).  bcast: ``sendbuf`` is its buffer; op / root are ignored where the
+    collective has none.  Collective only where ``comm`` was never used by lpmpi (its context is
+    prepared then), else local.
+
+    Returns a dict: algorithm, chunk_bytes (None: unchunked), staging_buffers, transport (asked
+    for: "mpi", "shm", "cma" or None), ring_transport (what the ring's node-local transport
+    resolves to; None: no node-local ring), source, and key: (collective, P, nbytes, memory,
+    acc), the decision's key (only what every rank of the call shares)."""
+    cdef Message m
+    cdef lp_decision_t d
+    cdef int kind = {"blocking": LP_REQ_BLOCKING, "nonblocking": LP_REQ_NONBLOCKING,
+                     "persistent": LP_REQ_PERSISTENT}[form]
+    if collective == "allreduce":
+        m = Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
+    elif collective == "reduce":
+        m = Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes, acc_dtype)
+    elif collective == "bcast":
+        m = Message.for_bcast(sendbuf, root, comm, algorithm, chunk_bytes)
+    elif collective == "allgather":
+        m = Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes)
+    elif collective == "reduce_scatter":
+        m = Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
+    else:
+        raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+    m.decide(kind, &d)
+    ch = d.choice
+    return {"algorithm": lp_algo_name(ch.alg).decode(),
+            "chunk_bytes": ch.chunk if lp_algo_chunked(ch.alg) else None,
+            "staging_buffers": ch.staging, "transport": _tp_name(ch.transport),
+            "ring_transport": _tp_name(d.ring_transport), "source": _source_name(ch.source),
+            "key": (COLLECTIVES[d.key.coll], d.key.P, d.key.nbytes, MEMORY_KINDS[d.key.mem],
+                    bool(d.key.acc))}
+
 #: the node-local transports a decision may ask for (LP_TP_MPI.. in order; None: the model's rule)
 TRANSPORTS = ("mpi", "shm", "cma")
 
