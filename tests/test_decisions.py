@@ -1,0 +1,50 @@
+"""Every rank takes the same decision from the same call, under every shipped table (issue 37).
+
+tests/decision_cases.py asks the engine, on every rank, what each call of a matrix (collective x
+dtype x acc_dtype x op x count around every row boundary x root x in place x form) would run,
+under the cost model and under the shipped tables of every machine they were measured on
+(LPMPI_TABLES_AS's selection, whatever CPU this runs on), and compares the answers.
+"""
+import re
+import sys
+
+import pytest
+from _mpi import TESTS, child_env, format_failure, mpiexec, run
+
+CASES = TESTS / "decision_cases.py"
+
+
+def _spawn(nprocs, *args, env=None, timeout=300):
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-u", str(CASES), *args]
+    rc, out, _ = run(cmd, child_env(env), timeout)
+    return cmd, rc, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,memory", [(2, "host"), (2, "device"), (3, "host")],
+                         ids=["P2-host", "P2-device", "P3-host"])
+def test_every_rank_decides_alike_under_every_shipped_table(nprocs, memory):
+    env = {"LPMPI_EMULATE_STAGING": "1"} if memory == "device" else None
+    cmd, rc, out = _spawn(nprocs, env=env)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, env, rc, out, 300), pytrace=False)
+    summaries = [ln for ln in out.splitlines() if ln.startswith("SUMMARY profile=")]
+    # the cost model and one profile per machine of the shipped tables (7 tables, 6 machines)
+    names = {re.search(r"profile=(\S+)", ln).group(1) for ln in summaries}
+    assert "model" in names and len(names) >= 7, out[-3000:]
+    for ln in summaries:
+        assert "failed=0" in ln, ln
+        if "profile=model" not in ln:
+            assert "rows=0" not in ln, f"a profile that applied no table: {ln}"
+    total = re.search(r"SUMMARY all P=\d+ cases=(\d+) failed=0", out)
+    assert total and int(total.group(1)) > 50000, out[-3000:]
+
+
+@pytest.mark.mpi
+def test_the_harness_reports_a_disagreement():
+    """--skew: the last rank asks about one element more: every case must be reported."""
+    cmd, rc, out = _spawn(2, "--profiles", "model", "--skew")
+    assert rc not in (0, None), out[-3000:]
+    m = re.search(r"SUMMARY profile=model P=2 memory=host tables=\[\] rows=0 cases=(\d+) failed=(\d+)", out)
+    assert m and m.group(1) == m.group(2), out[-3000:]
+    assert "FAIL profile=model" in out
