@@ -281,7 +281,7 @@ typedef struct {
 static int call_check(call_t *c, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size_t count,
                       lp_dtype_t dt, lp_op_t op, int root, lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
     int rc = LP_OK;
-    (void)sbuf, (void)rbuf, (void)count;
+    (void)sbuf, (void)rbuf;
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
     const lp_coll_traits_t *T = lp_traits(coll);
     if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
@@ -299,7 +299,7 @@ static int call_check(call_t *c, lp_coll_t coll, MPI_Comm comm, const void *sbuf
     c->mem = mem;
     LP_TRY(lp_ctx_ready(comm, &c->ctx, NULL));
     if (root < 0 || root >= c->ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
-    if (c->accum && !acc && lp_on(T->result, c->ctx->rank, root))
+    if (c->accum && !acc && count && lp_on(T->result, c->ctx->rank, root))   /* (empty: may be NULL) */
         return LP_FAIL(LP_ERR_ARG, "acc: NULL on a rank that gets a result (the 16-bit output)");
 cleanup:
     return rc;
