@@ -1368,6 +1368,28 @@ def suite_check(h):
                         post_check(coll, alg)
                     M(f"local error on rank {bad} only: {label} alg={alg}", body)
 
+        # acc_dtype (issue 37: part of the call and of its decision's key): rank 0 carries
+        # float16 data in float32, the others reduce float32 data plainly: the engine runs float32
+        # on every rank, so only the accumulation differs, and every rank names it
+        if coll != "bcast":
+            def body():
+                if RANK == 0:
+                    x, y = np.ones(12, np.float16), np.zeros(12, np.float16)
+                    kw = dict(acc_dtype="float32")
+                else:
+                    x, y = np.ones(12, np.float32), np.zeros(12, np.float32)
+                    kw = {}
+                fn_ = {"allreduce": lpmpi.allreduce, "reduce": lpmpi.reduce}[coll]
+                try:
+                    fn_(x, y, "sum", comm=WORLD, **kw)
+                except lpmpi.MismatchError as e:
+                    check("acc_dtype" in str(e) and "float16 on rank 0" in str(e), f"message: {e}")
+                else:
+                    raise CaseFailure("no exception; expected MismatchError on acc_dtype")
+                check(not y.any(), "recvbuf written")
+                post_check(coll, "auto")
+            M("acc_dtype float16-in-float32 vs float32", body)
+
         # mismatch inside split communicators
         def body():
             sub = WORLD.Split(RANK % 2, RANK)
