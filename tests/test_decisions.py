@@ -9,7 +9,7 @@ import re
 import sys
 
 import pytest
-from _mpi import TESTS, child_env, format_failure, mpiexec, run
+from _mpi import TESTS, child_env, format_failure, mpiexec, run, run_split
 
 CASES = TESTS / "decision_cases.py"
 
@@ -48,3 +48,38 @@ def test_the_harness_reports_a_disagreement():
     m = re.search(r"SUMMARY profile=model P=2 memory=host tables=\[\] rows=0 cases=(\d+) failed=(\d+)", out)
     assert m and m.group(1) == m.group(2), out[-3000:]
     assert "FAIL profile=model" in out
+
+
+DEBUG_SCRIPT = """
+import numpy as np, ml_dtypes, lpmpi
+from lpmpi import _core
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+x = np.ones(1000, np.float32)
+d = _core.call_decision("allgather", x)
+lpmpi.allgather(x)
+h = np.ones(7, ml_dtypes.bfloat16)
+e = _core.call_decision("reduce", lpmpi.IN_PLACE, h, root=1, acc_dtype="float32")
+lpmpi.reduce(lpmpi.IN_PLACE, h, root=1, acc_dtype="float32")
+if c.rank == 0:
+    print("DECISION", d["algorithm"], d["key"][2], e["algorithm"], e["key"][2], flush=True)
+"""
+
+
+@pytest.mark.mpi
+def test_debug_line_reports_the_engines_own_key(tmp_path):
+    """LPMPI_DEBUG=1 reports the decision of the call's own key: an allgather of 1000 float32 is
+    keyed by its P blocks (8000 B at P = 2), a bfloat16 reduce with acc_dtype by its float32
+    copy (28 B, marked); the same algorithm as the call's decision (under the Xeon's tables,
+    where the acc_dtype table applies)."""
+    script = tmp_path / "debug.py"
+    script.write_text(DEBUG_SCRIPT)
+    env = {"LPMPI_DEBUG": "1", "LPMPI_TABLES_AS": "mpich-P2-host.json"}
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-u", str(script)]
+    rc, out, err = run_split(cmd, child_env(env), 120)
+    assert rc == 0, (out + err)[-3000:]
+    dec = next(ln for ln in out.splitlines() if ln.startswith("DECISION")).split()
+    ag = next(ln for ln in err.splitlines() if ln.startswith("lpmpi: allgather"))
+    rd = next(ln for ln in err.splitlines() if ln.startswith("lpmpi: reduce"))
+    assert dec[2] == "8000" and "allgather 8000 B" in ag and f": {dec[1]}" in ag, (dec, ag)
+    assert dec[4] == "28" and "reduce 28 B (acc_dtype float32)" in rd and f": {dec[3]}" in rd, (dec, rd)
