@@ -46,6 +46,8 @@ _PREMUL = dist.ReduceOp.PREMUL_SUM.value
 _HALF = (torch.float16, torch.bfloat16)
 _ACC_OPS = ("sum", "avg")
 _STRIDED = torch.strided
+_CPU = torch.device("cpu")
+_CUSTOM = dist.ProcessGroup.BackendType.CUSTOM
 
 
 class Options:
@@ -310,6 +312,18 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
 
     def __init__(self, comm: MPI.Intracomm, options: Options, timeout: float) -> None:
         super().__init__(comm.Get_rank(), comm.Get_size())
+        # the device type, as torch registers it for its own backends: _new_process_group_helper
+        # makes a ProcessGroup and calls pg._register_backend(device, type, backend) for each
+        # device of the backend (gloo's: cpu and cuda, type GLOO) and pg._set_default_backend,
+        # but a creator that returns a Python ProcessGroup replaces that group before either
+        # call, so this group registers "cpu" (type CUSTOM, as torch gives plugins) itself.
+        # _device_types is read by set_model_state_dict / set_optimizer_state_dict with
+        # broadcast_from_rank0 (_broadcast_tensors: pg._device_types[0]), DCP's async_save,
+        # _get_pg_default_device and _get_object_coll_device.  No C++ Backend object goes with
+        # it (torch makes Backend unconstructible from Python): _get_backend below answers
+        # for "cpu" with this group
+        self._register_backend(_CPU, _CUSTOM, None)
+        self._set_default_backend(_CUSTOM)
         self._comm = comm
         self._opts = options
         self._timeout = timeout
@@ -323,6 +337,27 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
     # -- identity --
     def getBackendName(self) -> str:
         return BACKEND
+
+    def _get_backend(self, device) -> Any:
+        """The backend serving ``device``: for "cpu" this group itself (gloo's group answers
+        with its ProcessGroupGloo: name(), rank(), size(), the supports_* flags below); any
+        other device raises torch's own RuntimeError, as a gloo-only group does for "xpu"."""
+        dev = torch.device(device) if not isinstance(device, torch.device) else device
+        if dev.type == "cpu":
+            return self
+        return super()._get_backend(dev)
+
+    # what torch asks of a backend (c10d::Backend's flags; all False for this one, as the
+    # ProcessGroup base answers where nothing is registered): no communicator splitting
+    # (new_group makes its communicator with MPI), no coalescing manager (the *_coalesced
+    # calls are implemented here), no backend-allocated tensors, no time estimates
+    supports_splitting = False
+    supports_shrinking = False
+    supports_coalescing = False
+    supports_time_estimate = False
+
+    def supports_tensor_alloc(self, device) -> bool:
+        return False
 
     # torch names its groups after making them; the C++ base keeps a name only for the
     # backends registered in it (none here), so the name and description live here

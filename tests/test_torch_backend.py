@@ -3,8 +3,15 @@ references at P = 1..4 (tests/torch_pg_cases.py, world group and a subgroup, syn
 DDP and FSDP2 train to gloo's losses and parameters at P = 2 and 3, through a distributed
 checkpoint saved and loaded into a fresh run (examples/torch_backend_train.py); the failure
 paths (torchrun's MPI singletons refused at once; a rank that raises does not hang the others
-past the group's timeout).  Skipped without torch (the test extra has it)."""
+past the group's timeout).  Issue 37: the group registers its device type "cpu" as torch's own
+backends do; torch.distributed.checkpoint.state_dict in every StateDictOptions form (sharded,
+full_state_dict with cpu_offload, full_state_dict with broadcast_from_rank0) on DDP and FSDP2
+at P = 2 and 3 (tests/torch_state_dict_cases.py), and PyTorch's FSDP2 example
+(examples/fsdp2_example) saving and loading, as gloo does.  Skipped without torch (the test
+extra has it)."""
 import json
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +25,8 @@ HERE = Path(__file__).resolve().parent
 CASES = HERE / "torch_pg_cases.py"
 FAIL = HERE / "torch_pg_fail.py"
 TRAIN = HERE.parent / "examples" / "torch_backend_train.py"
+STATE_DICT = HERE / "torch_state_dict_cases.py"
+FSDP2_EXAMPLE = HERE.parent / "examples" / "fsdp2_example" / "example.py"
 GLOO = {"GLOO_SOCKET_IFNAME": "lo"}
 UNSET = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
 
@@ -82,6 +91,82 @@ def test_training_matches_gloo_through_a_checkpoint(tmp_path, nprocs, mode):
         assert rel <= 1e-5, f"{mode} P={nprocs} {part}: parameters differ from gloo's by {rel:.2e}"
     # the continued run starts where the first ended (a loaded checkpoint, not a fresh model)
     assert res["lpmpi"][1]["losses"][0] != res["lpmpi"][0]["losses"][0]
+
+
+def _state_dicts(tmp_path, nprocs, backend):
+    d = tmp_path / f"sd-{backend}-{nprocs}"
+    js, pt = d.with_suffix(".json"), d.with_suffix(".pt")
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-u", str(STATE_DICT), "--backend",
+           backend, "--dir", str(d), "--json", str(js), "--params", str(pt)]
+    rc, out, _ = run(cmd, _env(), 300)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
+    got = json.loads(js.read_text())
+    assert got["same_on_every_rank"], f"{backend}: parameters differ between ranks"
+    got["params"] = torch.load(pt)
+    return got
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+def test_state_dict_options_match_gloo_through_a_checkpoint(tmp_path, nprocs):
+    """Issue 37: get/set_model_state_dict and get/set_optimizer_state_dict, sharded, with
+    full_state_dict and cpu_offload, and with full_state_dict and broadcast_from_rank0 (which
+    indexed the group's empty _device_types), on DDP and FSDP2: 3 steps, a DCP save, 3 more
+    steps; a fresh model and optimizer load the checkpoint and take the same 3 steps.  One
+    spawn per backend runs the six cases."""
+    res = {b: _state_dicts(tmp_path, nprocs, b) for b in ("lpmpi", "gloo")}
+    lp, gl = res["lpmpi"], res["gloo"]
+    # the device type as torch registers gloo's (cpu and cuda for gloo; "lpmpi" is CPU only)
+    assert lp["device_types"] == ["cpu"] and "cpu" in gl["device_types"], (lp, gl)
+    assert (lp["cpu_backend"], lp["backend_name"]) == ("lpmpi", "lpmpi"), lp
+    assert (gl["cpu_backend"], gl["backend_name"]) == ("gloo", "gloo"), gl
+    assert len(lp["cases"]) == 6 and lp["cases"].keys() == gl["cases"].keys()
+    for key in lp["cases"]:
+        for backend, r in res.items():
+            c = r["cases"][key]
+            # the loaded model continues as the saved one did (not bitwise: a fresh DDP
+            # buckets its first step's gradients otherwise, and at P = 3 the sums' order
+            # differs; a model that did not load, seeded otherwise, is off by about 10 %)
+            _close(c["loaded"], c["ref"], f"{backend} {key} P={nprocs}: loaded vs saved run")
+            a, b = r["params"][key + "-loaded"], r["params"][key + "-ref"]
+            rel = float((a - b).norm() / b.norm())
+            assert rel <= 1e-5, f"{backend} {key} P={nprocs}: loaded vs saved run: {rel:.2e}"
+        for part in ("first", "ref", "loaded"):
+            _close(lp["cases"][key][part], gl["cases"][key][part],
+                   f"{key} P={nprocs} {part}: losses")
+        a, b = lp["params"][key + "-loaded"], gl["params"][key + "-loaded"]
+        rel = float((a - b).norm() / b.norm())
+        assert rel <= 1e-5, f"{key} P={nprocs}: parameters differ from gloo's by {rel:.2e}"
+
+
+def _fsdp2_example(tmp_path, backend, steps=4):
+    """PyTorch's FSDP2 example, --dcp-api, run twice on one checkpoint folder: the first run
+    saves, the second loads (set_model_state_dict with broadcast_from_rank0) and saves again.
+    Returns each run's losses (rank 0's)."""
+    ck = tmp_path / f"fsdp2-{backend}"
+    runs = []
+    for phase in ("save", "load"):
+        cmd = [mpiexec(), "-n", "2", sys.executable, str(FSDP2_EXAMPLE), "--backend", backend,
+               "--dcp-api", "--checkpoint-dir", str(ck), "--steps", str(steps), "--n-layers", "2"]
+        rc, out, _ = run(cmd, _env(), 300)
+        if rc != 0:
+            pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
+        losses = [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", out, re.MULTILINE)]
+        assert len(losses) == steps and all(map(math.isfinite, losses)), out[-3000:]
+        assert ("Loading checkpoint" in out) == (phase == "load"), out[-3000:]
+        runs.append(losses)
+    assert len(list((ck / "dcp_api").iterdir())) == 2     # each run saved one
+    return runs
+
+
+@pytest.mark.mpi
+def test_pytorch_fsdp2_example_saves_and_loads_as_gloo_does(tmp_path):
+    """Issue 37: examples/fsdp2_example (pytorch/examples distributed/FSDP2, patched for CPU
+    and mpiexec) at P = 2: its saving run and its loading run have gloo's losses."""
+    lp, gl = _fsdp2_example(tmp_path, "lpmpi"), _fsdp2_example(tmp_path, "gloo")
+    for part, a, b in zip(("saving run", "loading run"), lp, gl):
+        _close(a, b, f"FSDP2 example, {part}: losses")
 
 
 @pytest.mark.mpi
