@@ -14,7 +14,7 @@ instead of hanging.  Above 1 MiB only float32 runs, one count on each side of a 
 
 ``FAIL rank=R case=...`` per failure; rank 0 prints ``SUMMARY``; exit 1 on any failure.
 """
-# ruff: noqa: BLE001
+# ruff: noqa: BLE001, C408
 from __future__ import annotations
 
 import argparse
@@ -22,10 +22,8 @@ import sys
 import time
 import traceback
 
-import numpy as np
-from mpi4py import MPI
-
 import decision_cases as dc
+import numpy as np
 
 lpmpi, tables = dc.lpmpi, dc.tables
 WORLD, RANK, SIZE = dc.WORLD, dc.RANK, dc.SIZE

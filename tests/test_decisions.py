@@ -43,7 +43,7 @@ def test_every_rank_decides_alike_under_every_shipped_table(nprocs, memory):
 @pytest.mark.mpi
 def test_the_harness_reports_a_disagreement():
     """--skew: the last rank asks about one element more: every case must be reported."""
-    cmd, rc, out = _spawn(2, "--profiles", "model", "--skew")
+    _, rc, out = _spawn(2, "--profiles", "model", "--skew")
     assert rc not in (0, None), out[-3000:]
     m = re.search(r"SUMMARY profile=model P=2 memory=host tables=\[\] rows=0 cases=(\d+) failed=(\d+)", out)
     assert m and m.group(1) == m.group(2), out[-3000:]

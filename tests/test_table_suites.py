@@ -6,7 +6,8 @@ would apply there (LPMPI_TABLES_AS), whatever CPU runs the tests, and at P = 2 (
 process count) these run under them with the watchdog on (a call the ranks decided differently
 raises instead of hanging): tests/table_cases.py ("auto" at counts around every row boundary of
 every collective, acc_dtype, roots, in place, the three forms: exact results), the torch backend's
-matrix (tests/torch_pg_cases.py, which defaults to acc_dtype float32 for 16-bit data), the
+matrix (tests/torch_pg_cases.py, which defaults to acc_dtype float32 for 16-bit data; the other
+machines', as test_torch_backend.py runs it under this one's), the
 allgather / reduce_scatter matrix (tests/blocks_cases.py), and lpmpi.jax's quick matrix
 (tests/jax_cases.py --quick) for the MPICH machines other than this one (this machine's runs in
 test_jax.py; JAX's compilations make it the slow one).
@@ -70,6 +71,8 @@ def test_blocks_suite(profile):
 def test_torch_backend_suite(profile):
     if importlib.util.find_spec("torch") is None:
         pytest.skip(NO_TORCH)
+    if _here(profile):
+        pytest.skip(f"{profile} is this machine's: test_torch_backend.py runs the matrix under it")
     _run("torch_pg_cases.py", profile)
 
 
