@@ -1,0 +1,104 @@
+"""The cluster in a box (issue 38, first part): network namespaces as nodes with shaped NICs,
+MPICH over TCP between them (lpmpi.cluster), lpmpi's collectives right across them, and nothing
+left behind.  Skipped, with the reason, where the box cannot be made (not root, no iproute2)."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from _mpi import TESTS, child_env, run
+
+from lpmpi import cluster
+
+REASON = cluster.why_not()
+pytestmark = [pytest.mark.mpi, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+
+
+def _cli(*args, timeout=120):
+    cmd = [sys.executable, "-m", "lpmpi.cluster", *args]
+    rc, out, _ = run(cmd, child_env(), timeout)
+    return rc, out
+
+
+@pytest.fixture
+def box():
+    """Three nodes at 1 Gbit/s; always torn down."""
+    rc, out = _cli("up", "--nodes", "3", "--rate", "1gbit")
+    try:
+        assert rc == 0, out
+        yield
+    finally:
+        _cli("down")
+    assert cluster.leftovers() == [], cluster.leftovers()
+
+
+@pytest.mark.parametrize("layout", ["1,1", "2,2", "1,1,1", "1,2,1"])
+def test_collectives_across_nodes(box, layout):
+    """Every collective x algorithm (blocking, nonblocking) exact across the nodes; each node
+    its own host name and boot id; lpmpi sees the nodes; the data crossed the NICs."""
+    before = cluster.nic_bytes()
+    rc, out = _cli("run", "--layout", layout, "--", sys.executable, "-u",
+                   str(TESTS / "cluster_cases.py"), "65536", timeout=240)
+    assert rc == 0 and "SUMMARY suite=cluster" in out and "failures=0" in out, out[-4000:]
+    per = [int(k) for k in layout.split(",")]
+    nodes = {}
+    for m in re.finditer(r"NODE rank=(\d+) host=(lpbox-n\d+) nodes=(\[[^\]]*\]) boot=([0-9a-f-]{36})", out):
+        nodes.setdefault(m.group(2), set()).add(m.group(4))
+        seen = json.loads(m.group(3))
+    assert len(nodes) == len(per) and all(len(b) == 1 for b in nodes.values()), nodes
+    assert len({next(iter(b)) for b in nodes.values()}) == len(per), "nodes share a boot id"
+    assert len(set(seen)) == len(per), f"lpmpi sees {seen}, expected {len(per)} nodes"
+    after = cluster.nic_bytes()
+    for k, name in enumerate(sorted(after)):
+        if k < len(per):
+            sent = after[name]["sent"] - before.get(name, {"sent": 0})["sent"]
+            assert sent > 65536 * 4, f"{name} sent only {sent} B over its NIC: not over TCP?"
+
+
+def test_down_after_a_crash_removes_everything_and_only_the_box():
+    """A box whose state file is gone (a crash) is still removed, by its names; an unrelated
+    namespace survives."""
+    other = "lpmpitest-other"
+    subprocess.run(["ip", "netns", "add", other], check=True, timeout=30)
+    try:
+        rc, out = _cli("up", "--nodes", "2", "--rate", "none")
+        assert rc == 0, out
+        cluster.STATE.unlink()
+        rc, out = _cli("down")
+        assert rc == 0 and "removed 5 object(s)" in out, out
+        assert cluster.leftovers() == []
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30,
+                                check=False).stdout
+        assert other in listed, listed
+    finally:
+        subprocess.run(["ip", "netns", "del", other], timeout=30, check=False)
+
+
+def test_run_without_a_box_says_so():
+    _cli("down")
+    rc, out = _cli("run", "--", "true")
+    assert rc == 2 and "no box is up" in out, out
+
+
+def test_netem_options_fail_clearly_or_apply():
+    """delay needs the kernel's netem qdisc: the box either has it or says so, leaving nothing."""
+    rc, out = _cli("up", "--nodes", "1", "--delay", "50us")
+    try:
+        assert rc == 0 or "netem" in out, out
+    finally:
+        _cli("down")
+    assert cluster.leftovers() == []
+
+
+def test_without_root_it_says_why_in_one_line():
+    """As an unprivileged user every command says why in one line and exits 2."""
+    import shutil
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed: cannot drop to an unprivileged user")
+    cmd = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", sys.executable,
+           "-m", "lpmpi.cluster", "up", "--nodes", "2"]
+    rc, out, _ = run(cmd, child_env(), 60)
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and "needs root" in lines[0], out
+    assert cluster.leftovers() == []
