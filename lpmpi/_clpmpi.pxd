@@ -125,7 +125,7 @@ cdef extern from "lpmpi.h" nogil:
     long lp_set_shm_spin(long ns)
     unsigned long long lp_node_bytes(int reset)
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                     int staging, int acc, int transport)
+                     int staging, int acc, int transport, int nodes)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
     int lp_set_transport_override(int tp)
     ctypedef struct lp_choice_t:
@@ -144,12 +144,13 @@ cdef extern from "lpmpi.h" nogil:
         size_t nbytes
         lp_mem_t mem
         int acc
+        int nodes
     ctypedef struct lp_decision_t:
         lp_choice_t choice
         lp_key_t key
         int ring_transport
-    lp_key_t lp_decision_key(lp_coll_t coll, int P, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
-                             lp_mem_t mem)
+    lp_key_t lp_decision_key(lp_coll_t coll, int P, int nodes, size_t count, lp_dtype_t dt,
+                             lp_dtype_t acc_dt, lp_mem_t mem)
     int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
                             void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
                             size_t chunk_bytes, lp_mem_t mem, void *acc, lp_dtype_t acc_dt)

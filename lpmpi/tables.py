@@ -122,6 +122,15 @@ class Table:
         return int(self.fingerprint["nprocs"])
 
     @property
+    def nodes(self) -> int:
+        """The nodes the table was measured on (1 where the fingerprint does not say): its rows
+        decide only on communicators that span as many."""
+        try:
+            return max(1, int(self.fingerprint.get("nodes", 1)))
+        except (TypeError, ValueError):
+            return 1
+
+    @property
     def memory(self) -> str:
         return str(self.fingerprint["memory"])
 
@@ -711,7 +720,8 @@ def _apply(st: LoadStatus) -> None:
         for r in t.rows:
             try:
                 _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,
-                                staging_buffers=r.staging_buffers, acc=t.acc, transport=r.transport)
+                                staging_buffers=r.staging_buffers, acc=t.acc, transport=r.transport,
+                                nodes=t.nodes)
             except (ValueError, TypeError) as exc:
                 t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
     mt = model_table(st.applied)

@@ -26,7 +26,9 @@ typedef struct lp_ctx lp_ctx_t;
 
 /* ---- tuning rows (table.c) ---- */
 /* transport: LP_TP_* (the ring allreduce's node-local transport; LP_TP_MODEL: the model's) */
-typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging, acc, transport; } lp_row_t;
+/* nodes: the number of nodes of the machine the row was measured on (a one-node row never
+ * decides across nodes, nor the reverse) */
+typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging, acc, transport, nodes; } lp_row_t;
 typedef struct {
     lp_row_t *rows;
     size_t nrows, cap;
@@ -35,7 +37,7 @@ typedef struct {
 
 extern lp_table_t lp_table;           /* this process's table */
 /* the row of `t` for (coll, mem, P, acc) covering nbytes, or NULL (the last matching row wins) */
-const lp_row_t *lp_table_lookup(const lp_table_t *t, lp_coll_t coll, lp_mem_t mem, int P, int acc,
+const lp_row_t *lp_table_lookup(const lp_table_t *t, lp_coll_t coll, lp_mem_t mem, int P, int nodes, int acc,
                                 size_t nbytes);
 /* copy `src`'s rows into `dst` (dst's old rows freed) */
 int lp_table_copy(lp_table_t *dst, const lp_table_t *src);

@@ -244,12 +244,14 @@ double lp_optimal_chunk(int alg, int P, double nbytes);
  * rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk and, for
  * device memory, `staging` staging buffers (0 = the default).  acc = 1: a row for calls with
  * acc_dtype (16-bit data carried in float32), keyed by the 16-bit message's bytes and chunk
- * bytes of the float32 copy; such calls fall back to the plain rows at the float32 bytes. */
+ * bytes of the float32 copy; such calls fall back to the plain rows at the float32 bytes.
+ * nodes: how many nodes the table was measured on; a row decides only on communicators that
+ * span that many (a one-node table never across nodes, nor the reverse). */
 void lp_table_clear(void);
 /* fingerprint of the loaded table (compared across ranks on each communicator's first call) */
 void lp_table_set_hash(uint64_t hash);
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                 int staging, int acc, int transport);
+                 int staging, int acc, int transport, int nodes);
 /* The node-local transport of a ring allreduce on host memory between the ranks of one node, as
  * a table row, the decision or an override asks for it: LP_TP_MODEL leaves it to the model's
  * rule (lp_nt_model), the others name one; one the communicator lacks falls back to the rule. */
@@ -279,7 +281,7 @@ typedef struct {
 /* The decision key: only what the contract makes equal on every rank of a call: the
  * collective, P, the bytes the decision is keyed by (lp_decision_key: the message's, or the P
  * blocks' for allgather / reduce_scatter, as the engine sees them: acc_dtype's float32 copy),
- * the memory kind and whether it accumulates.  Never whether this rank is the root, works in
+ * the memory kind, whether it accumulates, and the communicator's number of nodes.  Never whether this rank is the root, works in
  * place or has a result buffer, nor the size of a buffer it widened or staged: every rank
  * computes the same key, so every rank takes the same decision. */
 typedef struct {
@@ -288,10 +290,11 @@ typedef struct {
     size_t nbytes;
     lp_mem_t mem;
     int acc;
+    int nodes;           /* the communicator's nodes (its context's, learnt collectively; 1 without) */
 } lp_key_t;
 /* the key of a call: count and dt as lp_request takes them (the engine's element count and
  * type), acc_dt as lp_request's */
-lp_key_t lp_decision_key(lp_coll_t coll, int P, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
+lp_key_t lp_decision_key(lp_coll_t coll, int P, int nodes, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
                          lp_mem_t mem);
 /* local (no communication): comm's context is used if it exists, never created; nbytes: the
  * key's bytes (the tables' size coordinate: acc, the float32 copy's) */

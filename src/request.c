@@ -310,7 +310,7 @@ cleanup:
 static int call_decide(call_t *c, lp_coll_t coll, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt, int alg,
                        size_t chunk_bytes) {
     lp_ctx_t *ctx = c->ctx;
-    c->key = lp_decision_key(coll, ctx->size, count, dt, acc_dt, c->mem);
+    c->key = lp_decision_key(coll, ctx->size, ctx->nnodes, count, dt, acc_dt, c->mem);
     int rc = lp_decide(ctx, &c->key, alg, chunk_bytes, &c->ch);
     if (rc != LP_OK) return rc;
     const lp_algo_t *A = &lp_algos[c->ch.alg];

@@ -48,8 +48,8 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
 }
 
 /* auto's algorithm and chunk (before the caller's chunk_bytes) */
-static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll, int P, size_t nbytes,
-                        lp_mem_t mem, int acc, int node_local, lp_choice_t *out) {
+static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll, int P, int nodes,
+                        size_t nbytes, lp_mem_t mem, int acc, int node_local, lp_choice_t *out) {
     int a = -1, w = 0, src = LP_SRC_MODEL, tp = LP_TP_MODEL;
     size_t c = 0;
     if (ovr_alg(coll) >= 0) {                                        /* 1. environment */
@@ -57,8 +57,8 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
         src = LP_SRC_OVERRIDE;
     }
     /* acc_dtype: its own rows (keyed by the 16-bit message), else the float32 copy's */
-    const lp_row_t *row = a < 0 && acc ? lp_table_lookup(t, coll, mem, P, 1, nbytes / 2) : NULL;
-    if (a < 0 && !row) row = lp_table_lookup(t, coll, mem, P, 0, nbytes);
+    const lp_row_t *row = a < 0 && acc ? lp_table_lookup(t, coll, mem, P, nodes, 1, nbytes / 2) : NULL;
+    if (a < 0 && !row) row = lp_table_lookup(t, coll, mem, P, nodes, 0, nbytes);
     if (row) {                                                       /* 2. tuning table */
         a = row->alg;
         c = row->chunk;
@@ -96,10 +96,10 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
                          .transport_source = tp ? LP_SRC_TABLE : LP_SRC_MODEL};
 }
 
-lp_key_t lp_decision_key(lp_coll_t coll, int P, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
+lp_key_t lp_decision_key(lp_coll_t coll, int P, int nodes, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,
                          lp_mem_t mem) {
     return (lp_key_t){.coll = coll, .P = P, .nbytes = lp_key_bytes(coll, count, lp_dtype_size(dt), P),
-                      .mem = mem, .acc = lp_accumulates(dt, acc_dt)};
+                      .mem = mem, .acc = lp_accumulates(dt, acc_dt), .nodes = nodes > 0 ? nodes : 1};
 }
 
 int lp_decide(lp_ctx_t *ctx, const lp_key_t *k, int alg, size_t chunk_bytes, lp_choice_t *out) {
@@ -118,7 +118,7 @@ int lp_decide(lp_ctx_t *ctx, const lp_key_t *k, int alg, size_t chunk_bytes, lp_
             ctx->last[coll].mem == (int)mem && ctx->last[coll].acc == acc) {
             ch = ctx->last[coll].choice;
         } else {
-            decide_auto(t, m, coll, P, nbytes, mem, acc, ctx && (ctx->shm || ctx->pids), &ch);
+            decide_auto(t, m, coll, P, k->nodes, nbytes, mem, acc, ctx && (ctx->shm || ctx->pids), &ch);
             if (ctx) {
                 ctx->last[coll].gen = lp_select_gen;
                 ctx->last[coll].nbytes = nbytes;
@@ -152,7 +152,8 @@ int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int ac
     LP_TRY(lp_ctx_find(comm, &ctx));
     if (ctx) size = ctx->size;
     else LP_MPI(MPI_Comm_size(comm, &size));
-    const lp_key_t k = {.coll = coll, .P = size, .nbytes = nbytes, .mem = mem, .acc = acc != 0};
+    const lp_key_t k = {.coll = coll, .P = size, .nbytes = nbytes, .mem = mem, .acc = acc != 0,
+                        .nodes = ctx && ctx->nnodes > 0 ? ctx->nnodes : 1};
     rc = lp_decide(ctx, &k, alg, chunk_bytes, out);
 cleanup:
     return rc;

@@ -30,24 +30,26 @@ static int table_push(lp_table_t *t, const lp_row_t *row) {
 }
 
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                 int staging, int acc, int transport) {
+                 int staging, int acc, int transport, int nodes) {
     if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll || P < 1 || !(lo < hi) ||
+        nodes < 1 || nodes > P ||
         (int)mem < 0 || mem >= LP_NMEMS || staging < 0 || staging > LP_STAGING_MAX ||
         transport < 0 || transport >= LP_NTP)
         return LP_FAIL(LP_ERR_ARG, "invalid tuning row");
-    lp_row_t row = {(int)coll, (int)mem, P, alg, lo, hi, chunk, staging, acc != 0, transport};
+    lp_row_t row = {(int)coll, (int)mem, P, alg, lo, hi, chunk, staging, acc != 0, transport, nodes};
     int rc = table_push(&lp_table, &row);
     lp_select_gen++;
     return rc;
 }
 
-const lp_row_t *lp_table_lookup(const lp_table_t *t, lp_coll_t coll, lp_mem_t mem, int P, int acc,
-                                size_t nbytes) {
+const lp_row_t *lp_table_lookup(const lp_table_t *t, lp_coll_t coll, lp_mem_t mem, int P, int nodes,
+                                int acc, size_t nbytes) {
     const lp_row_t *hit = NULL;
     double n = (double)nbytes;
     for (size_t i = 0; i < t->nrows; i++) {
         const lp_row_t *r = &t->rows[i];
-        if (r->coll == (int)coll && r->mem == (int)mem && r->P == P && r->acc == acc && r->lo <= n &&
+        if (r->coll == (int)coll && r->mem == (int)mem && r->P == P && r->nodes == nodes && r->acc == acc &&
+            r->lo <= n &&
             n < r->hi)
             hit = r;
     }

@@ -83,3 +83,35 @@ def test_debug_line_reports_the_engines_own_key(tmp_path):
     rd = next(ln for ln in err.splitlines() if ln.startswith("lpmpi: reduce"))
     assert dec[2] == "8000" and "allgather 8000 B" in ag and f": {dec[1]}" in ag, (dec, ag)
     assert dec[4] == "28" and "reduce 28 B (acc_dtype float32)" in rd and f": {dec[3]}" in rd, (dec, rd)
+
+
+NODES_SCRIPT = """
+import numpy as np, lpmpi
+from lpmpi import _core
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+lpmpi.allreduce(np.ones(4, np.float32))          # prepares COMM_WORLD's context (its nodes)
+srcs = sorted({_core.call_decision("allreduce", np.empty(n, np.float32))["source"]
+               for n in (256, 1 << 18, 1 << 22)})
+d = _core.call_decision("allreduce", np.empty(1 << 18, np.float32))
+if c.rank == 0:
+    print("NODES", d["key"][5], ",".join(srcs), flush=True)
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("cliques", [1, 2])
+def test_a_one_node_table_never_decides_across_nodes(tmp_path, cliques):
+    """The shipped tables were measured on one node: on a communicator of two nodes (MPICH's
+    emulated cliques) their rows do not apply and the model decides; on one node they do."""
+    script = tmp_path / "nodes.py"
+    script.write_text(NODES_SCRIPT)
+    env = {"LPMPI_TABLES_AS": "mpich-P2-host-epyc.json"}
+    if cliques > 1:
+        env["MPIR_CVAR_NUM_CLIQUES"] = str(cliques)
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-u", str(script)]
+    rc, out, err = run_split(cmd, child_env(env), 120)
+    assert rc == 0, (out + err)[-3000:]
+    nodes, srcs = next(ln for ln in out.splitlines() if ln.startswith("NODES")).split()[1:]
+    assert int(nodes) == cliques, out
+    assert srcs == ("model" if cliques > 1 else "table"), out

@@ -63,7 +63,7 @@ def call_decision(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None
             "staging_buffers": ch.staging, "transport": _tp_name(ch.transport),
             "ring_transport": _tp_name(d.ring_transport), "source": _source_name(ch.source),
             "key": (COLLECTIVES[d.key.coll], d.key.P, d.key.nbytes, MEMORY_KINDS[d.key.mem],
-                    bool(d.key.acc))}
+                    bool(d.key.acc), d.key.nodes)}
 
 #: the node-local transports a decision may ask for (LP_TP_MPI.. in order; None: the model's rule)
 TRANSPORTS = ("mpi", "shm", "cma")
@@ -255,15 +255,17 @@ def node_bytes(bint reset=False):
     return lp_node_bytes(reset)
 
 def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes,
-              staging_buffers=None, bint acc=False, transport=None):
+              staging_buffers=None, bint acc=False, transport=None, int nodes=1):
     """One tuning row; staging_buffers (1..STAGING_MAX, device memory's staged pipeline) optional;
     acc: a row for acc_dtype calls (bytes of the 16-bit message); transport: the node-local
-    transport of the ring allreduce ("mpi", "shm", "cma"; None: the model's rule)."""
+    transport of the ring allreduce ("mpi", "shm", "cma"; None: the model's rule); nodes: the
+    number of nodes it was measured on (it decides only on communicators spanning as many)."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,
                     0 if chunk_bytes is None else chunk_bytes,
-                    0 if staging_buffers is None else staging_buffers, acc, _tp_index(transport)) != LP_OK:
+                    0 if staging_buffers is None else staging_buffers, acc, _tp_index(transport),
+                    nodes) != LP_OK:
         raise ValueError(lp_errmsg().decode())
 
 # ---------------------------------------------------------------- local kernels (model fitting)
