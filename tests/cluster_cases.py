@@ -27,17 +27,20 @@ def data(n, r):
 def main():
     with open("/proc/sys/kernel/random/boot_id") as f:
         boot = f.read().strip()
-    print(f"NODE rank={R} host={socket.gethostname()} nodes={_core.comm_nodes(W)} boot={boot}", flush=True)
+    print(f"NODE rank={R} host={socket.gethostname()} nodes={_core.comm_nodes(W)} boot={boot} "
+          f"check={int(lpmpi._env.settings.check)}", flush=True)
     fails = 0
     tot = P * (P + 1) // 2
     for coll in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter"):
         for alg in ("auto", *lpmpi.algorithms(coll)):
             for n in (0, 7, 4099, N):
-                for form in ("blocking", "nonblocking"):
+                for form in ("blocking", "nonblocking", "persistent"):
                     desc = f"{coll} alg={alg} n={n} form={form}"
                     try:
-                        f = getattr(lpmpi, coll if form == "blocking" else "i" + coll)
-                        wait = (lambda q: q) if form == "blocking" else (lambda q: q.wait())
+                        f = getattr(lpmpi, {"blocking": coll, "nonblocking": "i" + coll,
+                                            "persistent": coll + "_init"}[form])
+                        wait = {"blocking": lambda q: q, "nonblocking": lambda q: q.wait(),
+                                "persistent": lambda q: (q.start(), q.wait())[1]}[form]
                         if coll == "allreduce":
                             got, want = wait(f(data(n, R), algorithm=alg)), data(n, 0) * tot
                         elif coll == "reduce":

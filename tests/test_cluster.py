@@ -33,13 +33,16 @@ def box():
     assert cluster.leftovers() == [], cluster.leftovers()
 
 
-@pytest.mark.parametrize("layout", ["1,1", "2,2", "1,1,1", "1,2,1"])
-def test_collectives_across_nodes(box, layout):
-    """Every collective x algorithm (blocking, nonblocking) exact across the nodes; each node
-    its own host name and boot id; lpmpi sees the nodes; the data crossed the NICs."""
+@pytest.mark.parametrize("layout,check", [("1,1", 0), ("2,2", 0), ("1,1,1", 0), ("1,2,1", 0),
+                                          ("1,2,1", 1)])
+def test_collectives_across_nodes(box, layout, check):
+    """Every collective x algorithm x form (blocking, nonblocking, persistent) exact across the
+    nodes (and with LPMPI_CHECK=1: every rank's call and decision compared across the nodes);
+    each node its own host name and boot id; lpmpi sees the nodes; the data crossed the NICs."""
     before = cluster.nic_bytes()
-    rc, out = _cli("run", "--layout", layout, "--", sys.executable, "-u",
-                   str(TESTS / "cluster_cases.py"), "65536", timeout=240)
+    cmd = [sys.executable, "-m", "lpmpi.cluster", "run", "--layout", layout, "--", sys.executable,
+           "-u", str(TESTS / "cluster_cases.py"), "65536"]
+    rc, out, _ = run(cmd, child_env({"LPMPI_CHECK": "1"} if check else None), 240)
     assert rc == 0 and "SUMMARY suite=cluster" in out and "failures=0" in out, out[-4000:]
     per = [int(k) for k in layout.split(",")]
     nodes = {}
@@ -49,6 +52,7 @@ def test_collectives_across_nodes(box, layout):
     assert len(nodes) == len(per) and all(len(b) == 1 for b in nodes.values()), nodes
     assert len({next(iter(b)) for b in nodes.values()}) == len(per), "nodes share a boot id"
     assert len(set(seen)) == len(per), f"lpmpi sees {seen}, expected {len(per)} nodes"
+    assert len(re.findall(rf"check={check}", out)) == sum(per), "LPMPI_CHECK did not reach every rank"
     after = cluster.nic_bytes()
     for k, name in enumerate(sorted(after)):
         if k < len(per):
