@@ -206,19 +206,16 @@ def mpiexec_command(command: list[str], n: int | None = None, ppn: int = 1, plac
     if layout is not None:
         if len(layout) > len(hosts) or any(k < 0 for k in layout):
             raise ClusterError(f"layout {layout}: the box has {len(hosts)} nodes")
-        pairs = [(h, k) for h, k in zip(hosts, layout) if k]
-        n = sum(k for _, k in pairs)
-        exe = mpiexec or str(Path(sys.executable).parent / "mpiexec")
-        return [exe, "-launcher", "ssh", "-launcher-exec", str(LAUNCHER), "-iface", BRIDGE,
-                "-hosts", ",".join(f"{h}:{k}" for h, k in pairs), "-n", str(n), *command]
-    n = n or len(hosts) * ppn
-    exe = mpiexec or str(Path(sys.executable).parent / "mpiexec")
-    if placement == "block":
+        host_arg = ",".join(f"{h}:{k}" for h, k in zip(hosts, layout) if k)
+        n = sum(layout)
+    elif placement == "block":
         host_arg = ",".join(f"{h}:{ppn}" for h in hosts)
     elif placement == "rr":
         host_arg = ",".join(hosts)
     else:
         raise ClusterError(f"placement must be block or rr, got {placement!r}")
+    n = n or len(hosts) * ppn
+    exe = mpiexec or str(Path(sys.executable).parent / "mpiexec")
     return [exe, "-launcher", "ssh", "-launcher-exec", str(LAUNCHER), "-iface", BRIDGE,
             "-hosts", host_arg, "-n", str(n), *command]
 

@@ -278,10 +278,9 @@ typedef struct {
 } call_t;
 
 /* 1-3: the checks C callers can get wrong, memory routing, the prepared context */
-static int call_check(call_t *c, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf, size_t count,
-                      lp_dtype_t dt, lp_op_t op, int root, lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
+static int call_check(call_t *c, lp_coll_t coll, MPI_Comm comm, size_t count, lp_dtype_t dt, lp_op_t op,
+                      int root, lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
     int rc = LP_OK;
-    (void)sbuf, (void)rbuf;
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
     const lp_coll_traits_t *T = lp_traits(coll);
     if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
@@ -331,7 +330,7 @@ int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const
     if (lp_forked) return lp_not_forked();
     if (!lp_comm_ready(comm))
         return LP_FAIL(LP_ERR_ARG, "lp_request_decision: the communicator is not prepared (lp_comm_prepare)");
-    LP_TRY(call_check(&c, coll, comm, sbuf, rbuf, count, dt, op, root, mem, acc, acc_dt));
+    LP_TRY(call_check(&c, coll, comm, count, dt, op, root, mem, acc, acc_dt));
     LP_TRY(call_decide(&c, coll, count, dt, acc_dt, alg, chunk_bytes));
     static const int tp_of_ring[] = {LP_TP_MPI, LP_TP_SHM, LP_TP_CMA};
     *out = (lp_decision_t){.choice = c.ch, .key = c.key,
@@ -351,7 +350,7 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
     if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
-    LP_TRY(call_check(&c, coll, comm, sbuf, rbuf, count, dt, op, root, mem, acc, acc_dt));
+    LP_TRY(call_check(&c, coll, comm, count, dt, op, root, mem, acc, acc_dt));
     lp_ctx_t *ctx = c.ctx;
     const lp_coll_traits_t *T = lp_traits(coll);
     const lp_devops_t *dev = c.dev;

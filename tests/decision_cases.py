@@ -234,7 +234,8 @@ def run_profile(name, tables_as, args, device):
     arena = Arena(200 << 20, device)
     mine = []
     t0 = time.monotonic()
-    for c in cases(bounds, args.quick):
+    allc = list(cases(bounds, args.quick))
+    for c in allc:
         try:
             d = call(arena, *c)
             mine.append((d["algorithm"], d["chunk_bytes"], d["staging_buffers"], d["transport"],
@@ -244,7 +245,6 @@ def run_profile(name, tables_as, args, device):
     allv = comm.allgather(mine)
     comm.Free()
     fails = 0
-    allc = list(cases(bounds, args.quick))
     for i, c in enumerate(allc):
         vals = [allv[r][i] for r in range(SIZE)]
         if any(v != vals[0] for v in vals):
