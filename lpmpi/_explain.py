@@ -38,6 +38,10 @@ class Explanation:
     tables: str = "unchecked"
     #: how the nonblocking and persistent forms of the chosen algorithm run
     requests: str = ""
+    #: the nodes the decision assumed: the communicator's (after its first lpmpi collective),
+    #: else 1; and the layout and links the model priced for them
+    nodes: int = 1
+    network: str = ""
     #: the transport between the ranks of a node on this communicator: "shm ..." or "cma ..."
     #: (lpmpi's node-local transports, for the ring allreduce) or "mpi ...", with why; before the
     #: communicator's first collective, "not known yet ..."
@@ -45,7 +49,8 @@ class Explanation:
 
     def __str__(self) -> str:
         chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
-        lines = [f"{self.collective} of {self.nbytes} B on {self.nprocs} rank(s), {self.memory} memory:",
+        where = f" on {self.nodes} nodes" if self.nodes > 1 else ""
+        lines = [f"{self.collective} of {self.nbytes} B on {self.nprocs} rank(s){where}, {self.memory} memory:",
                  f"  auto -> {self.algorithm}{chunk}",
                  f"  because: {_SOURCES.get(self.source, self.source)}"]
         if self.override:
@@ -71,6 +76,8 @@ class Explanation:
             lines.append(f"  node-local transport: {self.transport}")
         if self.model is not None:
             lines.append(f"  model: {self.model}")
+        if self.network:
+            lines.append(f"  network: {self.network}")
         lines.append("  model prediction per algorithm:")
         for alg, ch, t in self.predictions:
             mark = " <- model's pick" if (alg, ch) == self.predictions[0][:2] else ""
@@ -126,6 +133,18 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
             transport += f"; this call takes {took} ({how})"
         else:
             transport += "; not used by this call"
+    node = _core.comm_nodes(comm, prepare=False)
+    nodes = len(set(node)) if node else 1
+    network = ("not known yet: the first lpmpi collective on this communicator learns its nodes; "
+               "until then the model prices one node" if node is None else "")
+    if nodes > 1:
+        m = model.current()
+        layout = model.block_layout(nprocs, nodes)
+        per = [layout.count(lead) for lead in dict.fromkeys(layout)]
+        network = (f"{nodes} nodes, priced as ranks in blocks of {'/'.join(map(str, per))} (the communicator's: "
+                   f"{'/'.join(str(node.count(lead)) for lead in dict.fromkeys(node))}); one NIC per node, "
+                   f"alpha_net {m.alpha_net * 1e6:.1f} us, beta_net {model._gbps(m.beta_net)} each way; "
+                   f"each algorithm pays its busiest NIC's bytes and messages (lpmpi.model.net_traffic)")
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
-                       model.current(), model.predict_all(collective, nprocs, nbytes), agreed,
-                       _core.request_forms(alg), transport)
+                       model.current(), model.predict_all(collective, nprocs, nbytes, nodes), agreed,
+                       _core.request_forms(alg), nodes=nodes, network=network, transport=transport)

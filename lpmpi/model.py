@@ -1,9 +1,11 @@
 """The alpha-beta-gamma cost model behind "auto" where no tuning table applies.
 
 alpha: seconds per message (latency), beta: seconds per byte moved, gamma: seconds per byte
-reduced.  Each algorithm's cost formula lives once, in the engine's registry (``src/registry.c``);
-this module only fits the three parameters on the running machine and asks the engine for
-predictions.
+reduced, within a node; alpha_net, beta_net: per message and per byte through a node's NIC, the
+network term of communicators spanning several nodes (what each algorithm sends between nodes
+is counted from its pattern, ``src/traffic.c``: :func:`net_traffic`).  Each algorithm's cost
+formula lives once, in the engine's registry (``src/registry.c``); this module only fits the
+parameters on the running machine and asks the engine for predictions.
 
     mpiexec -n 2 python -c "import lpmpi.model as m; print(m.fit())"
 
@@ -30,15 +32,21 @@ MAX_CHUNK = engine.CHUNK_MAX
 
 @dataclass(frozen=True)
 class Model:
-    """Model parameters: alpha s/message, beta s/byte moved, gamma s/byte reduced."""
+    """Model parameters: alpha s/message, beta s/byte moved, gamma s/byte reduced (within a
+    node); alpha_net s/message and beta_net s/byte through a node's NIC (None: keep the
+    engine's current network term when installed)."""
 
     alpha: float
     beta: float
     gamma: float
+    alpha_net: float | None = None
+    beta_net: float | None = None
 
     def __str__(self) -> str:
+        net = ("" if self.alpha_net is None or self.beta_net is None else
+               f"; network: alpha_net {self.alpha_net * 1e6:.2f} us, beta_net {_gbps(self.beta_net)} per NIC")
         return (f"alpha {self.alpha * 1e6:.2f} us, beta {_gbps(self.beta)} (transfer), "
-                f"gamma {_gbps(self.gamma)} (reduction)")
+                f"gamma {_gbps(self.gamma)} (reduction){net}")
 
 
 def _gbps(per_byte: float) -> str:
@@ -47,41 +55,75 @@ def _gbps(per_byte: float) -> str:
 
 def current() -> Model:
     """The parameters "auto" uses now."""
-    return Model(*_core.model_get())
+    return Model(*_core.model_get(), *_core.model_get_net())
 
 
 def install(model: Model) -> None:
     """Make ``model`` the parameters of "auto" (and of :func:`predict`) in this process."""
-    if not all(math.isfinite(v) and v >= 0 for v in (model.alpha, model.beta, model.gamma)):
-        raise ValueError(f"model parameters must be finite and >= 0, got {model}")
+    net = (model.alpha_net, model.beta_net)
+    if (net[0] is None) != (net[1] is None):
+        raise ValueError(f"alpha_net and beta_net go together, got {model!r}")
+    vals = (model.alpha, model.beta, model.gamma) + (net if net[0] is not None else ())
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in vals):
+        raise ValueError(f"model parameters must be finite and >= 0, got {model!r}")
     _core.model_set(model.alpha, model.beta, model.gamma)
+    if net[0] is not None:
+        _core.model_set_net(*net)
 
 
 # ----------------------------------------------------------------------------- predictions
 
 
 def predict(collective: str, algorithm: str, nprocs: int, nbytes: float,
-            chunk_bytes: int | None = None) -> float:
-    """Model time (seconds) of one algorithm; ``chunk_bytes`` None = the model's best chunk.
+            chunk_bytes: int | None = None, nodes: int = 1) -> float:
+    """Model time (seconds) of one algorithm; ``chunk_bytes`` None = the model's best chunk;
+    ``nodes`` > 1: ranks in blocks on that many nodes, plus the network term (the busiest NIC's
+    bytes and messages, :func:`net_traffic`, at what they cost beyond the node-local rates).
 
     >>> predict("allreduce", "lp", 4, 1 << 20) > 0
     True
+    >>> predict("allreduce", "be", 4, 16 << 20, nodes=2) > predict("allreduce", "be", 4, 16 << 20)
+    True
     """
-    return float(_core.predict(collective, algorithm, nprocs, nbytes, chunk_bytes))
+    return float(_core.predict(collective, algorithm, nprocs, nbytes, chunk_bytes, nodes))
 
 
-def best_chunk(collective: str, algorithm: str, nprocs: int, nbytes: int) -> int | None:
+def best_chunk(collective: str, algorithm: str, nprocs: int, nbytes: int, nodes: int = 1) -> int | None:
     """The engine's model-optimal chunk (a power of two, MIN_CHUNK .. MAX_CHUNK), None if unchunked."""
-    return _core.best_chunk(collective, algorithm, nprocs, nbytes)
+    return _core.best_chunk(collective, algorithm, nprocs, nbytes, nodes)
 
 
-def predict_all(collective: str, nprocs: int, nbytes: int) -> list[tuple[str, int | None, float]]:
+def predict_all(collective: str, nprocs: int, nbytes: int, nodes: int = 1) -> list[tuple[str, int | None, float]]:
     """``[(algorithm, chunk_bytes, seconds)]`` for every algorithm, fastest first."""
     out = []
     for name in _core.algorithms(collective):
-        chunk = best_chunk(collective, name, nprocs, nbytes)
-        out.append((name, chunk, predict(collective, name, nprocs, nbytes, chunk)))
+        chunk = best_chunk(collective, name, nprocs, nbytes, nodes)
+        out.append((name, chunk, predict(collective, name, nprocs, nbytes, chunk, nodes)))
     return sorted(out, key=lambda r: r[2])
+
+
+def block_layout(nprocs: int, nodes: int) -> list[int]:
+    """The layout the model assumes for ``nodes`` > 1 ("auto" decides on the number of nodes
+    alone): ranks in blocks by node, the first ``nprocs % nodes`` nodes one rank more;
+    ``layout[r]`` = the lowest rank on rank r's node.
+
+    >>> block_layout(5, 2)
+    [0, 0, 0, 3, 3]
+    """
+    return _core.block_layout(nprocs, nodes)
+
+
+def net_traffic(collective: str, algorithm: str, node: Sequence[int], nbytes: float,
+                chunk_bytes: int | None = None, root: int = 0) -> tuple[list[float], list[float]]:
+    """The model's count of what one call sends between nodes: ``(bytes, messages)`` per node
+    (nodes in order of their lowest rank), for ranks on nodes ``node`` (``node[r]`` = the lowest
+    rank on rank r's node, as :func:`lpmpi.comm_nodes`); ``chunk_bytes`` None = the model's.
+    native is counted as be (the registry prices it so; the MPI library's own may differ).
+
+    >>> net_traffic("allreduce", "ring", [0, 1, 2, 3], 1 << 20)[0]
+    [786432.0, 786432.0, 786432.0, 786432.0]
+    """
+    return _core.net_traffic(collective, algorithm, list(node), nbytes, chunk_bytes, root)
 
 
 def optimal_chunk(collective: str, algorithm: str, nprocs: int, nbytes: float) -> float | None:
@@ -128,13 +170,19 @@ def grid(collective: str, nbytes: int) -> list[tuple[str, int | None]]:
 
 
 def pingpong(comm: Any, sizes: Sequence[int] = PINGPONG_SIZES, reps: int = 20,
-             warmup: int = 3) -> dict[int, float]:
-    """One-way time (seconds) per message size: ranks 2k and 2k+1 ping-pong at the same time;
-    per size the slowest pair's median half round trip.  Collective; P >= 2."""
+             warmup: int = 3, pairs: Sequence[tuple[int, int]] | None = None) -> dict[int, float]:
+    """One-way time (seconds) per message size: the ``pairs`` of ranks (default 2k and 2k+1)
+    ping-pong at the same time; per size the slowest pair's median half round trip.
+    Collective; P >= 2."""
     from mpi4py import MPI
 
     rank, size = comm.Get_rank(), comm.Get_size()
-    peer = rank ^ 1 if (rank ^ 1) < size else None
+    if pairs is None:
+        pairs = [(k, k + 1) for k in range(0, size - 1, 2)]
+    peer, first = None, False
+    for a, b in pairs:
+        if rank in (a, b):
+            peer, first = (b if rank == a else a), rank == a
     out: dict[int, float] = {}
     for n in sizes:
         buf = np.zeros(max(n, 1), np.uint8)
@@ -142,7 +190,7 @@ def pingpong(comm: Any, sizes: Sequence[int] = PINGPONG_SIZES, reps: int = 20,
         for i in range(warmup + reps):
             comm.Barrier()
             t0 = time.perf_counter()
-            if peer is not None and rank % 2 == 0:
+            if peer is not None and first:
                 comm.Send(buf, peer, 77)
                 comm.Recv(buf, peer, 77)
             elif peer is not None:
@@ -153,6 +201,36 @@ def pingpong(comm: Any, sizes: Sequence[int] = PINGPONG_SIZES, reps: int = 20,
         mine = float(np.median(times)) if peer is not None else 0.0
         out[n] = comm.allreduce(mine, op=MPI.MAX)
     return out
+
+
+def node_map(comm: Any) -> list[int]:
+    """``node[r]`` = the lowest rank on rank r's node, from MPI's shared-memory split (as the
+    engine's node map).  Collective."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED, comm.Get_rank())
+    try:
+        lead = local.allreduce(comm.Get_rank(), op=MPI.MIN)
+    finally:
+        local.Free()
+    return comm.allgather(lead)
+
+
+def fit_pairs(node: Sequence[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The ping-pong pairs of :func:`fit`: within nodes (each node's ranks two by two) and
+    across them (the lowest ranks of nodes 2k and 2k+1, one flow per NIC).
+
+    >>> fit_pairs([0, 0, 2, 2])
+    ([(0, 1), (2, 3)], [(0, 2)])
+    >>> fit_pairs([0, 1, 2])
+    ([], [(0, 1)])
+    """
+    groups: dict[int, list[int]] = {}
+    for r, lead in enumerate(node):
+        groups.setdefault(lead, []).append(r)
+    intra = [(rs[k], rs[k + 1]) for rs in groups.values() for k in range(0, len(rs) - 1, 2)]
+    leads = sorted(groups)
+    return intra, [(leads[k], leads[k + 1]) for k in range(0, len(leads) - 1, 2)]
 
 
 def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
@@ -189,20 +267,30 @@ def measure_gamma(comm: Any, nbytes: int = GAMMA_BYTES, reps: int = 7) -> float:
 
 def fit(comm: Any = None, *, sizes: Sequence[int] = PINGPONG_SIZES, reps: int = 20,
         apply: bool = True) -> Model:
-    """Fit alpha and beta (ping-pongs) and gamma (kernel timings) on this machine; collective.
+    """Fit alpha and beta (ping-pongs within a node) and gamma (kernel timings) on this
+    machine, and on a communicator spanning several nodes alpha_net and beta_net (ping-pongs
+    between nodes, one flow per NIC); collective.
 
-    Every rank gets the same parameters; with ``apply`` they become "auto"'s model.  With one
-    process only gamma is measured (alpha and beta keep their current values).
+    Every rank gets the same parameters; with ``apply`` they become "auto"'s model.  What cannot
+    be measured keeps its current value: alpha and beta with one process, or on several nodes
+    with one rank each; the network term on one node.
     """
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD if comm is None else comm
+    cur = current()
     gamma = measure_gamma(comm)
+    alpha, beta, alpha_net, beta_net = cur.alpha, cur.beta, cur.alpha_net, cur.beta_net
     if comm.Get_size() >= 2:
-        alpha, beta = fit_alpha_beta(pingpong(comm, sizes, reps))
-    else:
-        alpha, beta = current().alpha, current().beta
-    model = Model(*comm.bcast((alpha, beta, gamma), root=0))
+        node = node_map(comm)
+        intra, inter = fit_pairs(node)
+        if len(set(node)) == 1:
+            alpha, beta = fit_alpha_beta(pingpong(comm, sizes, reps))
+        else:
+            if intra:
+                alpha, beta = fit_alpha_beta(pingpong(comm, sizes, reps, pairs=intra))
+            alpha_net, beta_net = fit_alpha_beta(pingpong(comm, sizes, reps, pairs=inter))
+    model = Model(*comm.bcast((alpha, beta, gamma, alpha_net, beta_net), root=0))
     if apply:
         install(model)
     return model

@@ -115,7 +115,7 @@ class Table:
     tuner: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
     skipped: list[str] = field(default_factory=list)   # reasons for rows that were dropped
-    model: tuple[float, float, float] | None = None     # fitted (alpha, beta, gamma), if any
+    model: tuple[float, ...] | None = None   # fitted (alpha, beta, gamma[, alpha_net, beta_net]), if any
 
     @property
     def nprocs(self) -> int:
@@ -354,14 +354,20 @@ def parse_table(doc: Any, path: str | None = None,
     return Table(fp, rows, tuner, path, skipped, _model(doc.get("model"), skipped))
 
 
-def _model(raw: Any, skipped: list[str]) -> tuple[float, float, float] | None:
-    """The optional fitted model section: alpha, beta, gamma as finite numbers >= 0."""
+def _model(raw: Any, skipped: list[str]) -> tuple[float, ...] | None:
+    """The optional fitted model section: alpha, beta, gamma as finite numbers >= 0, and the
+    network term alpha_net, beta_net (both or neither: a table measured across nodes)."""
     if raw is None:
         return None
     try:
         if not isinstance(raw, dict):
             raise TableError("must be an object")
         alpha, beta, gamma = (_bound(raw.get(k), k, allow_inf=False) for k in ("alpha", "beta", "gamma"))
+        net = [k for k in ("alpha_net", "beta_net") if raw.get(k) is not None]
+        if len(net) == 1:
+            raise TableError(f"{net[0]} without {({'alpha_net', 'beta_net'} - set(net)).pop()}")
+        if net:
+            return (alpha, beta, gamma, *(_bound(raw[k], k, allow_inf=False) for k in ("alpha_net", "beta_net")))
         return alpha, beta, gamma
     except TableError as exc:
         skipped.append(f"model: {exc}")
@@ -524,7 +530,7 @@ class LoadStatus:
 
 
 _status = LoadStatus("not loaded")
-_builtin_model: tuple[float, float, float] | None = None
+_builtin_model: tuple[float, ...] | None = None
 
 
 def status() -> LoadStatus:
@@ -713,9 +719,10 @@ def _apply(st: LoadStatus) -> None:
 
     global _builtin_model
     if _builtin_model is None:          # the engine's defaults, before any table replaces them
-        _builtin_model = _core.model_get()
+        _builtin_model = (*_core.model_get(), *_core.model_get_net())
     _core.table_clear()
-    _core.model_set(*_builtin_model)
+    _core.model_set(*_builtin_model[:3])
+    _core.model_set_net(*_builtin_model[3:])
     for t in st.applied:
         for r in t.rows:
             try:
@@ -726,6 +733,8 @@ def _apply(st: LoadStatus) -> None:
                 t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
     mt = model_table(st.applied)
     if mt is not None and mt.model is not None:
-        _core.model_set(*mt.model)
+        _core.model_set(*mt.model[:3])
+        if len(mt.model) == 5:
+            _core.model_set_net(*mt.model[3:])
         st.model_from = mt.path
     _core.table_set_hash(st.table_hash)

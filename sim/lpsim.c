@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
             }
             size_t chunk = 0;
             if (lp_algo_chunked(alg))
-                chunk = chunk_force > 0 ? (size_t)chunk_force : lp_best_chunk(alg, P, nbytes);
+                chunk = chunk_force > 0 ? (size_t)chunk_force : lp_best_chunk(alg, P, 1, nbytes);
             double *t = calloc((size_t)reps, sizeof *t);
             int bad = 0;
             for (int it = -warmup; it < reps; it++) {

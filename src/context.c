@@ -186,12 +186,12 @@ cleanup:
 /* rank 0's rows and model to every rank of ctx (tables differ) */
 static int adopt_rank0(lp_ctx_t *ctx) {
     int rc = LP_OK;
-    double m[3] = {lp_model.alpha, lp_model.beta, lp_model.gamma};
+    double m[5] = {lp_model.alpha, lp_model.beta, lp_model.gamma, lp_model.alpha_net, lp_model.beta_net};
     uint64_t n = ctx->rank == 0 ? lp_table.nrows : 0;
     lp_table_t *t = calloc(1, sizeof *t);
     if (!t) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's table");
     if (ctx->rank == 0) LP_TRY(lp_table_copy(t, &lp_table));
-    LP_MPI(MPI_Bcast(m, 3, MPI_DOUBLE, 0, ctx->comm));
+    LP_MPI(MPI_Bcast(m, 5, MPI_DOUBLE, 0, ctx->comm));
     LP_MPI(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, ctx->comm));
     if (ctx->rank != 0 && n) {
         t->rows = calloc((size_t)n, sizeof *t->rows);
@@ -199,7 +199,7 @@ static int adopt_rank0(lp_ctx_t *ctx) {
         t->nrows = t->cap = (size_t)n;
     }
     if (n) LP_MPI(MPI_Bcast(t->rows, (int)(n * sizeof *t->rows), MPI_BYTE, 0, ctx->comm));
-    ctx->model = (lp_model_t){m[0], m[1], m[2]};
+    ctx->model = (lp_model_t){m[0], m[1], m[2], m[3], m[4]};
     ctx->table = t;
     return LP_OK;
 cleanup:

@@ -45,8 +45,10 @@ void lp_table_free(lp_table_t *t);
 
 /* ---- model (model.c) ---- */
 extern lp_model_t lp_model;           /* this process's model parameters */
-double lp_predict_with(const lp_model_t *m, int alg, int P, double nbytes, double chunk_bytes);
-size_t lp_best_chunk_with(const lp_model_t *m, int alg, int P, size_t nbytes);
+double lp_predict_with(const lp_model_t *m, int alg, int P, int nodes, double nbytes, double chunk_bytes);
+size_t lp_best_chunk_with(const lp_model_t *m, int alg, int P, int nodes, size_t nbytes);
+/* traffic.c: the network term of a prediction (0 on one node) */
+double lp_net_cost(const lp_model_t *m, int alg, int P, int nodes, double nbytes, double chunk_bytes);
 
 /* ---- selection (select.c) ----
  * Everything "auto" reads (model, table rows, overrides) has a generation, bumped by every

@@ -210,8 +210,9 @@ static inline size_t lp_key_bytes(lp_coll_t c, size_t count, size_t esize, int P
     return s > r ? s : r;
 }
 
-/* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced */
-typedef struct { double alpha, beta, gamma; } lp_model_t;
+/* alpha-beta-gamma machine model: seconds per message, per byte moved, per byte reduced within
+ * a node; alpha_net, beta_net: per message and per byte through a node's NIC (traffic.c) */
+typedef struct { double alpha, beta, gamma, alpha_net, beta_net; } lp_model_t;
 
 /* cost model of an algorithm: predicted seconds for P ranks, n bytes, chunk c bytes */
 typedef double (*lp_cost_fn)(const lp_model_t *m, int P, double n, double c);

@@ -233,12 +233,23 @@ int lp_algo_find(lp_coll_t coll, const char *name);   /* -1 when unknown */
 /* ---- alpha-beta-gamma model (model.c), used by "auto" where no table applies ---- */
 void lp_model_set(double alpha, double beta, double gamma);
 void lp_model_get(double *alpha, double *beta, double *gamma);
-/* the registry's cost of alg for P ranks, n bytes, chunk c bytes (seconds) */
-double lp_algo_predict(int alg, int P, double nbytes, double chunk_bytes);
+/* the network term: seconds per message and per byte through a node's NIC */
+void lp_model_set_net(double alpha_net, double beta_net);
+void lp_model_get_net(double *alpha_net, double *beta_net);
+/* the registry's cost of alg for P ranks on `nodes` nodes (ranks in blocks by node), n bytes,
+ * chunk c bytes (seconds): one node, the registry's formula; more, plus the network term */
+double lp_algo_predict(int alg, int P, int nodes, double nbytes, double chunk_bytes);
 /* model-optimal chunk among the powers of two LP_CHUNK_MIN..LP_CHUNK_MAX, 0 if unchunked */
-size_t lp_best_chunk(int alg, int P, size_t nbytes);
-/* the chunk (any size, in [1, nbytes]) minimising the registry's cost: a numeric search */
-double lp_optimal_chunk(int alg, int P, double nbytes);
+size_t lp_best_chunk(int alg, int P, int nodes, size_t nbytes);
+/* the chunk (any size, in [1, nbytes]) minimising the model's cost: a numeric search */
+double lp_optimal_chunk(int alg, int P, int nodes, double nbytes);
+/* traffic.c: the bytes and messages each node sends to other nodes in algorithm alg (root for
+ * reduce and bcast, chunk c bytes: 0 = the model's whole transfers); node[r] = the lowest rank
+ * on rank r's node; the results at the index of each node's lowest rank, 0 elsewhere */
+int lp_net_traffic(int alg, int P, const int *node, int root, double nbytes, double chunk_bytes,
+                   double *bytes, double *msgs);
+/* the model's layout of P ranks on `nodes` nodes: blocks by node, the first P mod nodes one more */
+void lp_block_layout(int P, int nodes, int *node);
 
 /* ---- tuning tables (table.c) ----
  * rows: for (collective, memory, P) messages of [lo, hi) bytes use alg with chunk and, for

@@ -6,8 +6,11 @@
 #include <math.h>
 
 /* defaults for a 2-core VM with the mpich wheel: alpha is the effective per-chunk cost of a
- * pipeline step (latency plus the rendezvous handshake), which sets the chunk size */
-lp_model_t lp_model = {8e-6, 0.2e-9, 0.15e-9};
+ * pipeline step (latency plus the rendezvous handshake), which sets the chunk size.  The
+ * network term (communicators spanning nodes; traffic.c) defaults to 10 Gbit/s Ethernet under
+ * TCP (25 us a message, 1.25 GB/s a NIC each way) until lpmpi.model.fit or a table's model
+ * brings the measured values (the box at 1 Gbit/s: docs/performance.md, "Issue 38") */
+lp_model_t lp_model = {8e-6, 0.2e-9, 0.15e-9, 25e-6, 0.8e-9};
 
 /* The rule "auto" follows for the node-local transport of the ring allreduce where no table row
  * names one (internal.h: lp_ring_transport): defaults for a machine without a table, chosen so
@@ -29,8 +32,21 @@ lp_model_t lp_model = {8e-6, 0.2e-9, 0.15e-9};
 lp_nt_rule_t lp_nt_rule = {.cma_min = 16384, .shm_min = 4096, .shm_max = (size_t)3 << 20};
 
 void lp_model_set(double a, double b, double g) {
-    lp_model = (lp_model_t){a, b, g};
+    lp_model.alpha = a;
+    lp_model.beta = b;
+    lp_model.gamma = g;
     lp_select_gen++;
+}
+
+void lp_model_set_net(double a, double b) {
+    lp_model.alpha_net = a;
+    lp_model.beta_net = b;
+    lp_select_gen++;
+}
+
+void lp_model_get_net(double *a, double *b) {
+    *a = lp_model.alpha_net;
+    *b = lp_model.beta_net;
 }
 
 void lp_model_get(double *a, double *b, double *g) {
@@ -39,45 +55,50 @@ void lp_model_get(double *a, double *b, double *g) {
     *g = lp_model.gamma;
 }
 
-double lp_predict_with(const lp_model_t *m, int alg, int P, double n, double c) {
+/* the registry's cost, and on several nodes what the busiest NIC adds (traffic.c) */
+double lp_predict_with(const lp_model_t *m, int alg, int P, int nodes, double n, double c) {
     if (alg < 0 || alg >= lp_nalgos || P < 1) return -1;
     if (P == 1) return n * m->beta;
-    return lp_algos[alg].cost(m, P, n, c);
+    return lp_algos[alg].cost(m, P, n, c) + lp_net_cost(m, alg, P, nodes, n, c);
 }
 
-double lp_algo_predict(int alg, int P, double n, double c) { return lp_predict_with(&lp_model, alg, P, n, c); }
+double lp_algo_predict(int alg, int P, int nodes, double n, double c) {
+    return lp_predict_with(&lp_model, alg, P, nodes, n, c);
+}
 
 /* the grid of chunk sizes "auto" and the tuner consider: powers of two, LP_CHUNK_MIN up to the
  * message size (at least one), at most LP_CHUNK_MAX and the largest single message */
-size_t lp_best_chunk_with(const lp_model_t *m, int alg, int P, size_t nbytes) {
+size_t lp_best_chunk_with(const lp_model_t *m, int alg, int P, int nodes, size_t nbytes) {
     if (alg < 0 || alg >= lp_nalgos || !lp_algos[alg].chunked) return 0;
     size_t best = LP_CHUNK_MIN;
     double tbest = -1;
     for (size_t c = LP_CHUNK_MIN; c <= LP_CHUNK_MAX && c <= lp_max_msg_bytes; c <<= 1) {
-        double t = lp_predict_with(m, alg, P, (double)nbytes, (double)c);
+        double t = lp_predict_with(m, alg, P, nodes, (double)nbytes, (double)c);
         if (tbest < 0 || t < tbest) { tbest = t; best = c; }
         if (c >= nbytes) break;
     }
     return best;
 }
 
-size_t lp_best_chunk(int alg, int P, size_t nbytes) { return lp_best_chunk_with(&lp_model, alg, P, nbytes); }
+size_t lp_best_chunk(int alg, int P, int nodes, size_t nbytes) {
+    return lp_best_chunk_with(&lp_model, alg, P, nodes, nbytes);
+}
 
 /* golden-section search over log(chunk) in [1, n] of the registry's cost; the formulas are
  * unimodal in the chunk (a latency term falling like n/c, a fill term growing like c), up to
  * the steps of ceil(n/c), so the search lands within a few percent of the true optimum */
-double lp_optimal_chunk(int alg, int P, double n) {
+double lp_optimal_chunk(int alg, int P, int nodes, double n) {
     if (alg < 0 || alg >= lp_nalgos || !lp_algos[alg].chunked || n <= 1 || P < 2) return n > 1 ? n : 1;
     const double g = (sqrt(5.0) - 1) / 2;
     double lo = 0, hi = log(n);
     double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
-    double f1 = lp_algo_predict(alg, P, n, exp(x1)), f2 = lp_algo_predict(alg, P, n, exp(x2));
+    double f1 = lp_algo_predict(alg, P, nodes, n, exp(x1)), f2 = lp_algo_predict(alg, P, nodes, n, exp(x2));
     for (int i = 0; i < 80 && hi - lo > 1e-9; i++) {
-        if (f1 <= f2) { hi = x2; x2 = x1; f2 = f1; x1 = hi - g * (hi - lo); f1 = lp_algo_predict(alg, P, n, exp(x1)); }
-        else { lo = x1; x1 = x2; f1 = f2; x2 = lo + g * (hi - lo); f2 = lp_algo_predict(alg, P, n, exp(x2)); }
+        if (f1 <= f2) { hi = x2; x2 = x1; f2 = f1; x1 = hi - g * (hi - lo); f1 = lp_algo_predict(alg, P, nodes, n, exp(x1)); }
+        else { lo = x1; x1 = x2; f1 = f2; x2 = lo + g * (hi - lo); f2 = lp_algo_predict(alg, P, nodes, n, exp(x2)); }
     }
     double c = exp((lo + hi) / 2);
     /* the ends of the range: one chunk for the whole message is often the best (P = 2) */
-    if (lp_algo_predict(alg, P, n, n) <= lp_algo_predict(alg, P, n, c)) c = n;
+    if (lp_algo_predict(alg, P, nodes, n, n) <= lp_algo_predict(alg, P, nodes, n, c)) c = n;
     return c < 1 ? 1 : c > n ? n : c;
 }

@@ -71,8 +71,8 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
         for (int i = 0; i < lp_nalgos; i++) {
             if (lp_algos[i].coll != coll) continue;
             size_t ci = (ovr_chunk[coll] && lp_algos[i].chunked) ? ovr_chunk[coll]
-                                                                 : lp_best_chunk_with(m, i, P, nbytes);
-            double ti = lp_predict_with(m, i, P, (double)nbytes, (double)ci);
+                                                                 : lp_best_chunk_with(m, i, P, nodes, nbytes);
+            double ti = lp_predict_with(m, i, P, nodes, (double)nbytes, (double)ci);
             /* a tie (ring and be cost the same at P = 2) goes to an algorithm with node-local
              * transports where the communicator has one and the collective reduces: the model
              * prices every transfer as an MPI message, and single-copy reads fold the peers'
@@ -91,7 +91,7 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
     }
     if (!lp_algos[a].chunked) c = 0;
     else if (ovr_chunk[coll]) { c = ovr_chunk[coll]; src = LP_SRC_OVERRIDE; }
-    else if (!c) c = lp_best_chunk_with(m, a, P, nbytes);
+    else if (!c) c = lp_best_chunk_with(m, a, P, nodes, nbytes);
     *out = (lp_choice_t){.alg = a, .chunk = c, .staging = w, .source = src, .transport = tp,
                          .transport_source = tp ? LP_SRC_TABLE : LP_SRC_MODEL};
 }
@@ -138,7 +138,7 @@ int lp_decide(lp_ctx_t *ctx, const lp_key_t *k, int alg, size_t chunk_bytes, lp_
     }
     if (!lp_algos[ch.alg].chunked) ch.chunk = 0;
     else if (chunk_bytes) ch.chunk = chunk_bytes;
-    else if (!ch.chunk) ch.chunk = lp_best_chunk_with(m, ch.alg, P, nbytes);
+    else if (!ch.chunk) ch.chunk = lp_best_chunk_with(m, ch.alg, P, k->nodes, nbytes);
     if (ch.chunk > lp_max_msg_bytes) ch.chunk = lp_max_msg_bytes;
     ch.tables = ctx ? ctx->tables : 0;
     *out = ch;

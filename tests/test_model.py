@@ -121,6 +121,10 @@ def test_install_rejects_nonsense():
         model.install(model.Model(-1.0, 1e-9, 1e-9))
     with pytest.raises(ValueError):
         model.install(model.Model(1e-6, math.nan, 1e-9))
+    with pytest.raises(ValueError, match="together"):
+        model.install(model.Model(1e-6, 1e-9, 1e-9, alpha_net=1e-5))
+    with pytest.raises(ValueError):
+        model.install(model.Model(1e-6, 1e-9, 1e-9, -1.0, 1e-9))
 
 
 def test_fit_at_p2_gives_every_rank_the_same_model():
@@ -133,5 +137,6 @@ def test_fit_at_p2_gives_every_rank_the_same_model():
     got = [json.loads(line.split(None, 2)[2]) for line in out.splitlines() if line.startswith("RESULT")]
     assert len(got) == 2 and got[0] == got[1], got
     alpha, beta, gamma = got[0][:3]
-    assert got[0][:3] == got[0][3:]                            # installed
+    assert got[0][:3] == got[0][3:6]                           # installed
+    assert got[0][6:] == list(_core.model_get_net())           # one node: the network term kept
     assert 0 <= alpha < 1e-3 and 0 < beta < 1e-7 and 0 < gamma < 1e-7, got

@@ -66,3 +66,28 @@ def test_lp_crosses_each_node_boundary_once_whatever_the_placement(collective):
             # a chain crosses the boundary once: one rank per node sends across, at most n
             # (allreduce: the two half-message chains, each crossing once)
             assert max(rr) <= n and sum(x > 0 for x in rr) <= 2, (collective, n, rr)
+
+
+@needs_mpich
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("nprocs", (3, 4), ids=lambda p: f"P{p}")
+def test_the_models_network_count_is_what_the_engine_sends(nprocs, placement):
+    """The cost model's network term (lpmpi.model.net_traffic, src/traffic.c: each algorithm's
+    pattern) counts, node by node, exactly the bytes the engine's transfers send to other nodes,
+    for every lpmpi algorithm of every collective, root 1, both placements."""
+    doc, _ = node_bytes(placement, nprocs, "all", "64K,1MiB")
+    rows = doc["node_bytes"]
+    checked = set()
+    for r in rows:
+        model = r["model_bytes_per_node"]
+        assert len(model) == len(set(r["nodes"])) == 2, r
+        if r["bytes_per_node"] is None:                       # the MPI library's own
+            assert r["algorithm"] == "native", r
+            continue
+        for sent, want in zip(r["bytes_per_node"], model):
+            assert sent == pytest.approx(want, abs=4 * nprocs), (r["collective"], r["label"], r["nbytes"], r)
+        checked.add((r["collective"], r["algorithm"]))
+    from lpmpi import _core
+    every = {(c, a) for c in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter")
+             for a in _core.algorithms(c) if a != "native"}
+    assert checked == every, every - checked

@@ -270,6 +270,8 @@ def table_for(results: Sequence[BucketResult], fp: dict[str, Any], fitted: model
     doc = tables.table_document(fp, rows, tuner)
     if fitted is not None:
         doc["model"] = {"alpha": fitted.alpha, "beta": fitted.beta, "gamma": fitted.gamma}
+        if fp.get("nodes", 1) > 1 and fitted.alpha_net is not None:     # measured across nodes
+            doc["model"].update(alpha_net=fitted.alpha_net, beta_net=fitted.beta_net)
     return doc
 
 

@@ -125,31 +125,78 @@ def model_get():
 def model_set(double alpha, double beta, double gamma):
     lp_model_set(alpha, beta, gamma)
 
-def predict(collective, algorithm, int P, double nbytes, chunk_bytes=None):
-    """Model time in seconds of one algorithm (chunk None = the model's best chunk)."""
+def model_get_net():
+    """The network term: (alpha_net s/message, beta_net s/byte) through a node's NIC."""
+    cdef double a, b
+    lp_model_get_net(&a, &b)
+    return a, b
+
+def model_set_net(double alpha_net, double beta_net):
+    lp_model_set_net(alpha_net, beta_net)
+
+cdef int _nodes(int P, int nodes) except -1:
+    if nodes < 1 or nodes > max(P, 1):
+        raise ValueError(f"nodes must be 1 .. nprocs ({P}), got {nodes}")
+    return nodes
+
+def predict(collective, algorithm, int P, double nbytes, chunk_bytes=None, int nodes=1):
+    """Model time in seconds of one algorithm (chunk None = the model's best chunk) on P ranks
+    in blocks on ``nodes`` nodes."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if alg < 0:
         raise ValueError("predict needs a concrete algorithm")
-    cdef double ch = lp_best_chunk(alg, P, <size_t>nbytes) if chunk_bytes is None else chunk_bytes
-    return lp_algo_predict(alg, P, nbytes, ch)
+    _nodes(P, nodes)
+    cdef double ch = lp_best_chunk(alg, P, nodes, <size_t>nbytes) if chunk_bytes is None else chunk_bytes
+    return lp_algo_predict(alg, P, nodes, nbytes, ch)
 
-def best_chunk(collective, algorithm, int P, size_t nbytes):
+def best_chunk(collective, algorithm, int P, size_t nbytes, int nodes=1):
     """The model's best chunk among the powers of two CHUNK_MIN..CHUNK_MAX (None: unchunked)."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if alg < 0:
         raise ValueError("best_chunk needs a concrete algorithm")
-    r = lp_best_chunk(alg, P, nbytes)
+    _nodes(P, nodes)
+    r = lp_best_chunk(alg, P, nodes, nbytes)
     return r or None
 
-def optimal_chunk(collective, algorithm, int P, double nbytes):
-    """The chunk (bytes, any real in [1, nbytes]) minimising the registry's cost formula."""
+def optimal_chunk(collective, algorithm, int P, double nbytes, int nodes=1):
+    """The chunk (bytes, any real in [1, nbytes]) minimising the model's cost."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if alg < 0:
         raise ValueError("optimal_chunk needs a concrete algorithm")
-    return lp_optimal_chunk(alg, P, nbytes)
+    _nodes(P, nodes)
+    return lp_optimal_chunk(alg, P, nodes, nbytes)
+
+def block_layout(int P, int nodes):
+    """The model's layout: node[r] = the lowest rank of rank r's node (ranks in blocks)."""
+    _nodes(P, nodes)
+    cdef int[::1] out = np.zeros(P, dtype=np.intc)
+    lp_block_layout(P, nodes, &out[0])
+    return [int(x) for x in out]
+
+def net_traffic(collective, algorithm, node, double nbytes, chunk_bytes=None, int root=0):
+    """``(bytes, messages)`` each node sends to other nodes in one call of ``algorithm`` (the
+    model's count, traffic.c), as two lists over the nodes in node order; ``node[r]`` = the
+    lowest rank on rank r's node (as :func:`comm_nodes`)."""
+    c = _coll_index(collective)
+    alg = _alg_index(c, algorithm)
+    if alg < 0:
+        raise ValueError("net_traffic needs a concrete algorithm")
+    cdef int P = len(node)
+    if P < 1 or not 0 <= root < P:
+        raise ValueError(f"net_traffic: root {root} outside 0 .. {P - 1}")
+    cdef int[::1] nd = np.ascontiguousarray(np.asarray(node, dtype=np.intc))
+    cdef double[::1] b = np.zeros(P)
+    cdef double[::1] m = np.zeros(P)
+    cdef double ch = 0 if chunk_bytes is None else chunk_bytes
+    if chunk_bytes is None and lp_algo_chunked(alg):
+        ch = lp_best_chunk(alg, P, len(set(node)), <size_t>nbytes)
+    if lp_net_traffic(alg, P, &nd[0], root, nbytes, ch, &b[0], &m[0]) != 0:
+        raise ValueError(f"net_traffic: {list(node)} is not a node map (node[r]: the lowest rank on r's node)")
+    leads = [r for r in range(P) if node[r] == r]
+    return [b[r] for r in leads], [m[r] for r in leads]
 
 def table_clear():
     lp_table_clear()
@@ -172,15 +219,21 @@ cdef int _prepared(comm, MPI_Comm *h, int *size) except -1:
         _raise_status(rc)
     return 0
 
-def comm_nodes(comm=None):
+def comm_nodes(comm=None, prepare=True):
     """The nodes of comm as lpmpi sees them (MPI_Comm_split_type SHARED): a list giving, for
     each rank, the lowest rank of its node.  Collective on comm's first lpmpi call (it prepares
-    the communicator); chains and rings follow node order when there are several nodes."""
+    the communicator); chains and rings follow node order when there are several nodes.
+    ``prepare=False``: local, None where no lpmpi collective ran on comm yet."""
     cdef MPI_Comm h
     cdef int size = 0, nnodes = 0, rc
-    _prepared(comm, &h, &size)
+    if prepare:
+        _prepared(comm, &h, &size)
+    else:
+        _comm(comm, &h, &size)
     cdef cnp.ndarray[int, ndim=1] node = np.zeros(size, np.intc)
     rc = lp_comm_nodes(h, &nnodes, <int *>node.data)
+    if rc != LP_OK and not prepare:
+        return None
     if rc != LP_OK:
         _raise_status(rc)
     return [int(x) for x in node]

@@ -6,7 +6,9 @@ that they cross each node boundary once whatever the placement.  This mode shows
 timing oversubscribed runs: per size and algorithm, one call, and the bytes each rank sent to
 ranks of other nodes in lpmpi's own point-to-point transfers (``_core.node_bytes``; the MPI
 library's collectives, which ``native`` calls, are not counted).  Rows give the largest and
-the mean over ranks, as bytes and as a multiple of the message size n, and every rank's count.
+the mean over ranks, as bytes and as a multiple of the message size n, every rank's count, and
+per node what was sent against the cost model's count (:func:`lpmpi.model.net_traffic`, the
+network term of "auto"; for ``native`` only the model's, which prices it as be).
 
 Also the node-local transports of a communicator (:func:`node_transports`: those the ring
 allreduce can be asked for between the ranks of a node, ``--transports`` of the benchmark and
@@ -19,10 +21,10 @@ from typing import Any
 
 from mpi4py import MPI
 
-from lpmpi import _core, engine
+from lpmpi import _core, engine, model
 from lpmpi._units import format_bytes
 from lpmpi.bench.cases import NATIVE, Case, Settings, make_call
-from lpmpi.bench.verify import make_buffers
+from lpmpi.bench.verify import make_buffers, whole_blocks
 
 
 def placement(nodes: Sequence[int]) -> str:
@@ -69,28 +71,42 @@ def run_node_bytes(
     out("")
     out(f"# {s.collective}: bytes sent to other nodes per rank, P={nprocs}, {len(set(nodes))} node(s): "
         f"{placement(nodes)}")
-    out(f"{'size':>10}  {'algorithm':<9}  {'max/rank':>10}  {'max/n':>6}  {'mean/n':>6}  per rank")
+    out(f"{'size':>10}  {'algorithm':<9}  {'max/rank':>10}  {'max/n':>6}  {'mean/n':>6}  per rank; "
+        f"per node /n: sent (model)")
     rows: list[dict[str, Any]] = []
     for count in counts:
+        count = whole_blocks(s.collective, count, nprocs)
         nbytes = count * s.dtype.itemsize
         for case in cases:
             if case.algorithm is None:          # mpi4py's, gloo: not lpmpi's transfers
                 continue
-            bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root)
+            bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root, nprocs)
             call = make_call(case, s.collective, bufs, s.op, s.root, comm)
             comm.Barrier()
             _core.node_bytes(reset=True)
             call()
             sent = comm.allgather(_core.node_bytes(reset=True))
-            counted = case.algorithm != NATIVE
-            row = {"collective": s.collective, "label": case.label, "nbytes": nbytes, "nodes": nodes,
-                   "bytes_per_rank": sent if counted else None}
+            alg = case.algorithm
+            if alg == "auto":
+                info = engine.collective_info(s.collective)
+                alg = _core.call_decision(s.collective, bufs.send, bufs.recv if info.has_recvbuf else None,
+                                          s.op, s.root, comm)["algorithm"]
+            counted = alg != NATIVE
+            leads = list(dict.fromkeys(nodes))
+            predicted = model.net_traffic(s.collective, alg, nodes, nbytes, root=s.root)[0]
+            per_node = [sum(b for b, lead in zip(sent, nodes) if lead == k) for k in leads] if counted else None
+            row = {"collective": s.collective, "label": case.label, "algorithm": alg, "nbytes": nbytes,
+                   "nodes": nodes, "bytes_per_rank": sent if counted else None, "bytes_per_node": per_node,
+                   "model_bytes_per_node": predicted}
             rows.append(row)
+            pred = " ".join(f"({p / nbytes:.3f})" for p in predicted)
             if not counted:
-                out(f"{nbytes:>10}  {case.label:<9}  {'n/a':>10}  {'':>6}  {'':>6}  (the MPI library's own)")
+                out(f"{nbytes:>10}  {case.label:<9}  {'n/a':>10}  {'':>6}  {'':>6}  (the MPI library's own; "
+                    f"model as be: {pred})")
                 continue
             top, mean = max(sent), sum(sent) / nprocs
+            both = " ".join(f"{b / nbytes:.3f} ({p / nbytes:.3f})" for b, p in zip(per_node, predicted))
             out(f"{nbytes:>10}  {case.label:<9}  {format_bytes(top):>10}  {top / nbytes:6.2f}  "
-                f"{mean / nbytes:6.2f}  {' '.join(map(str, sent))}")
+                f"{mean / nbytes:6.2f}  {' '.join(map(str, sent))};  {both}")
     return rows, {"nodes": nodes}
 
