@@ -62,12 +62,42 @@ def rule_transport(comm: MPI.Comm, nbytes: int, collective: str = "allreduce") -
     return _core.ring_transport(comm, nbytes, None, collective)
 
 
+def nic_sent() -> tuple[int, int] | None:
+    """(bytes, packets) this host's network interfaces (loopback and bridges aside) have sent,
+    from /sys/class/net (in a network namespace: the namespace's own NICs); None where there
+    are none to read."""
+    import os
+
+    base = "/sys/class/net"
+    total, pkts, seen = 0, 0, False
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return None
+    for name in names:
+        if name == "lo" or os.path.isdir(os.path.join(base, name, "bridge")):
+            continue
+        try:
+            with open(os.path.join(base, name, "statistics", "tx_bytes")) as f:
+                total += int(f.read())
+            with open(os.path.join(base, name, "statistics", "tx_packets")) as f:
+                pkts += int(f.read())
+            seen = True
+        except (OSError, ValueError):
+            continue
+    return (total, pkts) if seen else None
+
+
 def run_node_bytes(
     comm: MPI.Comm, s: Settings, counts: Sequence[int], cases: Sequence[Case], out: Callable[[str], None]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One call per (size, case); every rank's bytes to other nodes.  Collective."""
     nodes = _core.comm_nodes(comm)
     nprocs, rank = comm.Get_size(), comm.Get_rank()
+    # the NICs' own counters where the nodes are hosts of their own (lpmpi.cluster's box, a real
+    # cluster): the node's lowest rank reads them; not on one host (emulated nodes share its NICs)
+    hosts = comm.allgather(MPI.Get_processor_name())
+    own_nics = len({hosts[lead] for lead in set(nodes)}) == len(set(nodes)) > 1
     out("")
     out(f"# {s.collective}: bytes sent to other nodes per rank, P={nprocs}, {len(set(nodes))} node(s): "
         f"{placement(nodes)}")
@@ -84,8 +114,13 @@ def run_node_bytes(
             call = make_call(case, s.collective, bufs, s.op, s.root, comm)
             comm.Barrier()
             _core.node_bytes(reset=True)
+            nic0 = nic_sent()
             call()
+            comm.Barrier()
+            nic1 = nic_sent()
             sent = comm.allgather(_core.node_bytes(reset=True))
+            nic = comm.allgather(None if nic0 is None or nic1 is None else
+                                 (nic1[0] - nic0[0], nic1[1] - nic0[1]))
             alg = case.algorithm
             if alg == "auto":
                 info = engine.collective_info(s.collective)
@@ -95,17 +130,25 @@ def run_node_bytes(
             leads = list(dict.fromkeys(nodes))
             predicted = model.net_traffic(s.collective, alg, nodes, nbytes, root=s.root)[0]
             per_node = [sum(b for b, lead in zip(sent, nodes) if lead == k) for k in leads] if counted else None
+            nic_node = [nic[k] for k in leads] if own_nics and all(nic[k] is not None for k in leads) else None
             row = {"collective": s.collective, "label": case.label, "algorithm": alg, "nbytes": nbytes,
                    "nodes": nodes, "bytes_per_rank": sent if counted else None, "bytes_per_node": per_node,
-                   "model_bytes_per_node": predicted}
+                   "model_bytes_per_node": predicted,
+                   # (bytes, packets) each node's NICs sent during the call: frames, headers and
+                   # the TCP acknowledgements of what it received included
+                   "nic_per_node": nic_node}
             rows.append(row)
             pred = " ".join(f"({p / nbytes:.3f})" for p in predicted)
+            if nic_node:
+                pred += "; NICs sent /n: " + " ".join(f"{b / nbytes:.3f}" for b, _ in nic_node)
             if not counted:
                 out(f"{nbytes:>10}  {case.label:<9}  {'n/a':>10}  {'':>6}  {'':>6}  (the MPI library's own; "
                     f"model as be: {pred})")
                 continue
             top, mean = max(sent), sum(sent) / nprocs
             both = " ".join(f"{b / nbytes:.3f} ({p / nbytes:.3f})" for b, p in zip(per_node, predicted))
+            if nic_node:
+                both += "; NICs sent /n: " + " ".join(f"{b / nbytes:.3f}" for b, _ in nic_node)
             out(f"{nbytes:>10}  {case.label:<9}  {format_bytes(top):>10}  {top / nbytes:6.2f}  "
                 f"{mean / nbytes:6.2f}  {' '.join(map(str, sent))};  {both}")
     return rows, {"nodes": nodes}
