@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from mpi4py import MPI  # initializes MPI and loads libmpi before the extension
 
+from lpmpi import _abi
 from lpmpi._errors import LPError, MismatchError
 
+# the MPI lpmpi was built against and the one mpi4py loaded must be of one ABI family (MPICH's,
+# Open MPI's): else an ImportError naming both, before the engine could crash or load a second
+# libmpi (lpmpi/_abi.py)
+_libmpi = _abi.check(MPI)
 try:
     from lpmpi import _core  # noqa: F401  (the engine; its absence is the error below)
 except ImportError as _e:  # the source tree, not an installed build
@@ -24,6 +29,8 @@ except ImportError as _e:  # the source tree, not an installed build
         f"{_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))}; install lpmpi "
         f"(pip install .) and run from another directory, or use the console scripts "
         f"(lpmpi-bench, lpmpi-info, lpmpi-tune)") from None
+_abi.check_after_core(_libmpi)
+del _libmpi
 from lpmpi import _env
 from lpmpi._core import (
     Op,

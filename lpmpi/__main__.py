@@ -37,7 +37,7 @@ def info() -> None:
     from mpi4py import MPI
 
     import lpmpi
-    from lpmpi import _core, _launch, engine
+    from lpmpi import _abi, _core, _launch, engine
 
     comm = MPI.COMM_WORLD
     here = lpmpi.tables.fingerprint(comm)   # collective: before the other ranks wait
@@ -48,6 +48,7 @@ def info() -> None:
         return
     print(f"lpmpi {lpmpi.__version__} ({os.path.dirname(lpmpi.__file__)})")
     print(f"MPI library: {lpmpi.tables.library_version_line()}")
+    print(_abi.describe())
     print(f"mpi4py {__import__('mpi4py').__version__}, processes: {comm.size}")
     for line in _launch.info_lines(comm.size):
         print(line)
