@@ -164,12 +164,16 @@ def _write_hosts(nodes: int) -> None:
 
 
 LAUNCHER = STATE_DIR / "launch"
+BINDER = STATE_DIR / "bind"
 
 
 def _write_launcher() -> None:
-    """The -launcher-exec of hydra: `launch [ssh options] HOST COMMAND...` runs COMMAND in HOST."""
+    """The -launcher-exec of hydra: `launch [ssh options] HOST COMMAND...` runs COMMAND in HOST;
+    and ``bind COMMAND...`` (``run --bind``): COMMAND pinned by its global rank (:data:`BIND`)."""
     LAUNCHER.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m lpmpi.cluster _exec \"$@\"\n")
     LAUNCHER.chmod(0o755)
+    BINDER.write_text(f"#!/bin/sh\n{BIND}\n")
+    BINDER.chmod(0o755)
 
 
 def _exec(argv: list[str]) -> int:
@@ -195,10 +199,19 @@ def _exec(argv: list[str]) -> int:
     return 0  # not reached
 
 
+#: ``run --bind``: each rank pinned to core (its global rank mod the cores), by the rank itself.
+#: hydra's own ``-bind-to core`` binds per node, and the box's nodes share one machine's cores:
+#: every node's local rank k would land on core k (2 x 1: both ranks on core 0)
+BIND = 'exec taskset -c $(( ${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}} % $(nproc --all) )) "$@"'
+
+
 def mpiexec_command(command: list[str], n: int | None = None, ppn: int = 1, placement: str = "block",
-                    mpiexec: str | None = None, layout: list[int] | None = None) -> list[str]:
+                    mpiexec: str | None = None, layout: list[int] | None = None, bind: bool = False) -> list[str]:
     """The hydra (MPICH) command line that runs ``command`` across the box: ``ppn`` ranks on
-    every node, or ``layout[k]`` ranks on node k+1 (an uneven layout: block placement)."""
+    every node, or ``layout[k]`` ranks on node k+1 (an uneven layout: block placement);
+    ``bind``: each rank on one core, global rank mod the machine's cores (:data:`BIND`)."""
+    if bind:
+        command = [str(BINDER), *command]
     st = state()
     if not st:
         raise ClusterError("no box is up: python -m lpmpi.cluster up --nodes N")
@@ -283,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--ppn", type=int, default=1, help="processes per node")
     r.add_argument("--placement", choices=("block", "rr"), default="block")
     r.add_argument("--layout", default=None, help="ranks per node, e.g. 1,2,1 (uneven; block placement)")
+    r.add_argument("--bind", action="store_true",
+                   help="pin each rank to core (global rank mod cores) with taskset; hydra's -bind-to "
+                        "binds per node, which on one machine puts every node's rank k on core k")
     r.add_argument("--mpiexec", default=None, help="hydra's mpiexec (default: beside this Python)")
     r.add_argument("command", nargs=argparse.REMAINDER)
     sub.add_parser("bytes", help="bytes each node's NIC sent and received")
@@ -303,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             if not cmd:
                 raise ClusterError("run: no command given (run -- python script.py)")
             layout = [int(k) for k in a.layout.split(",")] if a.layout else None
-            full = mpiexec_command(cmd, a.n, a.ppn, a.placement, a.mpiexec, layout)
+            full = mpiexec_command(cmd, a.n, a.ppn, a.placement, a.mpiexec, layout, a.bind)
             return subprocess.call(full)
         elif a.cmd == "bytes":
             for name, b in nic_bytes().items():

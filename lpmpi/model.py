@@ -126,7 +126,7 @@ def net_traffic(collective: str, algorithm: str, node: Sequence[int], nbytes: fl
     return _core.net_traffic(collective, algorithm, list(node), nbytes, chunk_bytes, root)
 
 
-def optimal_chunk(collective: str, algorithm: str, nprocs: int, nbytes: float) -> float | None:
+def optimal_chunk(collective: str, algorithm: str, nprocs: int, nbytes: float, nodes: int = 1) -> float | None:
     """The chunk (bytes, any real in [1, nbytes]) minimising the registry's cost formula of a
     chunked algorithm under the current parameters (a numeric search in the engine: the one
     place the formula lives); None for an unchunked algorithm.
@@ -139,7 +139,7 @@ def optimal_chunk(collective: str, algorithm: str, nprocs: int, nbytes: float) -
         if algorithm not in _core.algorithms(collective):
             raise ValueError(f"unknown {collective} algorithm {algorithm!r}")
         return None
-    return float(_core.optimal_chunk(collective, algorithm, nprocs, nbytes))
+    return float(_core.optimal_chunk(collective, algorithm, nprocs, nbytes, nodes))
 
 
 def pow2_chunk(chunk: float, nbytes: int) -> int:

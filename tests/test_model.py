@@ -140,3 +140,48 @@ def test_fit_at_p2_gives_every_rank_the_same_model():
     assert got[0][:3] == got[0][3:6]                           # installed
     assert got[0][6:] == list(_core.model_get_net())           # one node: the network term kept
     assert 0 <= alpha < 1e-3 and 0 < beta < 1e-7 and 0 < gamma < 1e-7, got
+
+
+def test_the_network_term_prices_the_busiest_nic():
+    """Across nodes a prediction adds what the algorithm's busiest NIC sends beyond the
+    node-local rates: at 2 nodes x 2 ranks be sends 2n through each NIC, lp n (the chains cross
+    the boundary once), so with a slow network lp wins where one node would take be; on one node
+    nothing changes."""
+    saved, saved_net = _core.model_get(), _core.model_get_net()
+    try:
+        model.install(model.Model(8e-6, 0.2e-9, 0.15e-9, 60e-6, 8e-9))    # a 1 Gbit/s network
+        n = 16 << 20
+        one = {a: model.predict("allreduce", a, 4, n) for a in ("lp", "be", "ring")}
+        two = {a: model.predict("allreduce", a, 4, n, nodes=2) for a in ("lp", "be", "ring")}
+        for a in one:
+            assert two[a] > one[a]
+        assert two["be"] - model.predict("allreduce", "be", 4, n) == pytest.approx(
+            2 * n * (8e-9 - 0.2e-9) + 4 * (60e-6 - 8e-6), rel=1e-6)
+        assert model.predict_all("allreduce", 4, n, nodes=2)[0][0] == "lp"
+        assert model.predict_all("allreduce", 4, n)[0][0] != "lp"
+        # 3 nodes of one rank: the ring sends 4/3 n per NIC, lp's middle node 2n
+        assert model.predict_all("allreduce", 3, n, nodes=3)[0][0] == "ring"
+        # the network term is the model's count of the pattern
+        b, m = model.net_traffic("allreduce", "be", model.block_layout(4, 2), n)
+        assert b == [2 * n, 2 * n] and m == [4, 4]
+        assert model.block_layout(5, 2) == [0, 0, 0, 3, 3] and model.block_layout(3, 3) == [0, 1, 2]
+        with pytest.raises(ValueError, match="nodes"):
+            model.predict("allreduce", "lp", 4, n, nodes=5)
+        with pytest.raises(ValueError, match="node map"):
+            model.net_traffic("allreduce", "lp", [1, 1], n)
+    finally:
+        _core.model_set(*saved)
+        _core.model_set_net(*saved_net)
+
+
+def test_a_table_carries_the_network_term(tmp_path):
+    from lpmpi import tables
+    doc = tables.table_document({"mpi_library": "x", "nprocs": 2, "nodes": 2}, [], {})
+    doc["model"] = {"alpha": 1e-6, "beta": 1e-9, "gamma": 1e-9, "alpha_net": 5e-5, "beta_net": 8e-9}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    assert tables.read_table(p).model == (1e-6, 1e-9, 1e-9, 5e-5, 8e-9)
+    del doc["model"]["beta_net"]
+    p.write_text(json.dumps(doc))
+    t = tables.read_table(p)
+    assert t.model is None and any("alpha_net without beta_net" in s for s in t.skipped), t.skipped
