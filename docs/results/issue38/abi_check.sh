@@ -11,6 +11,7 @@
 # W: work directory (the Open MPI venv, impi's prefix, a copy of the committed tree); the
 # installs are skipped when already there.
 set -u
+set -o pipefail   # a command's exit status survives | tail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 W=${W:-/tmp/lpmpi_abi}
 OMPI=$W/venv_ompi
@@ -80,16 +81,20 @@ import lpmpi' 2>&1 | tail -2"
 echo "## 1d. without the check: the engine imported behind lpmpi/__init__.py's back (docs/results/issue38/abi_unguarded.py)"
 show "$OMPI/bin/python $HERE/abi_unguarded.py $ROOT"
 echo "# (mpi4py's 19 'size changed' RuntimeWarnings filtered out below)"
-show "LD_LIBRARY_PATH=$ROOT/.venv/lib timeout 60 $OMPI/bin/python $HERE/abi_unguarded.py $ROOT 2>&1 | grep -v 'size changed'; exit \${PIPESTATUS[0]}"
+show "LD_LIBRARY_PATH=$ROOT/.venv/lib timeout 60 $OMPI/bin/python $HERE/abi_unguarded.py $ROOT 2>&1 | grep -v 'size changed'"
 
 echo "## 1e. the remedy the message names, in the Open MPI venv (from a copy of the committed tree)"
 rm -rf "$W/src" && mkdir -p "$W/src" && git -C "$ROOT" archive HEAD | tar -x -C "$W/src"
 show "cd $W/src && MPICC=$OMPI/bin/mpicc $OMPI/bin/pip install --no-build-isolation --no-deps --force-reinstall . 2>&1 | tail -2; cd $W"
-show "cat $OMPI/lib/python3*/site-packages/lpmpi/_build_mpi.py | grep -v -E '^ +.(MPI|Open MPI|OMPI|repo|ident)'"
+show "$OMPI/bin/python -c 'import glob, runpy; r = runpy.run_path(glob.glob(\"$OMPI/lib/python3*/site-packages/lpmpi/_build_mpi.py\")[0])[\"RECORD\"]; [print(k, \"=\", repr(v)) for k, v in r.items() if k != \"version_text\"]'"
 show "env $ROOTRUN OMPI_MCA_mpi_yield_when_idle=1 timeout 120 $OMPI/bin/mpiexec --oversubscribe -n 2 $OMPI/bin/python $HERE/abi_allreduce.py"
+
+echo "## 1f. the converse: that Open MPI build of lpmpi where mpi4py loaded MPICH (the checkout's .venv)"
+mkdir -p "$W/ompi_lpmpi_only" && ln -sfn "$(echo $OMPI/lib/python3*/site-packages/lpmpi)" "$W/ompi_lpmpi_only/lpmpi"
+show "PYTHONPATH=$W/ompi_lpmpi_only $ROOT/.venv/bin/python -c 'import lpmpi' 2>&1 | tail -1"
 
 echo "## 2. Intel MPI's runtime (impi-rt, MPICH ABI) under the MPICH-built lpmpi of the checkout"
 IENV="I_MPI_FABRICS=shm LD_LIBRARY_PATH=$IMPI/lib MPI4PY_LIBMPI=$IMPI/lib/libmpi.so.12"
-show "$IMPI/bin/mpiexec --version | head -1"
+show "$IMPI/bin/mpiexec --version | sed -n 1p"
 show "env $IENV timeout 120 $IMPI/bin/mpiexec -n 2 $ROOT/.venv/bin/python $HERE/abi_allreduce.py"
-show "env $IENV timeout 120 $IMPI/bin/mpiexec -n 2 $ROOT/.venv/bin/python -m lpmpi info | head -4"
+show "env $IENV timeout 120 $IMPI/bin/mpiexec -n 2 $ROOT/.venv/bin/python -m lpmpi info | sed -n 1,4p"
