@@ -701,7 +701,14 @@ cleanup:
 }
 
 /* The watchdog's waits test instead of blocking in MPI: a yield after every WATCH_POLLS empty
- * tests (a yield after each one cost 0.5 us of an 8 B allreduce's 2.2, AMD EPYC, P = 2) */
+ * tests (a yield after each one cost 0.5 us of an 8 B allreduce's 2.2, AMD EPYC, P = 2).
+ * So do waits on communicators spanning several nodes: a message over the network takes tens
+ * of microseconds, against which a test and a yield cost nothing, and a rank that yields hands
+ * its core to one that has data to push into its sockets or a handshake to answer.  Where ranks
+ * share cores (the cluster in a box: 4 ranks of 4 nodes on 2 cores) the blocking wait's spin
+ * inside MPI kept those ranks off the core for whole time slices: allreduce over 4 nodes of one
+ * rank at 1 Gbit/s, 1 MiB ring 18.4-24.8 ms blocking against 13.0 polling, 16 MiB be 270-282
+ * against 220 (the link bound 201; AMD EPYC, docs/performance.md "Issue 38") */
 enum { WATCH_POLLS = 32 };
 static _Thread_local unsigned idle_polls;
 
@@ -709,7 +716,7 @@ static _Thread_local unsigned idle_polls;
  * block: wait for at least one (unless device work is in flight, whose completion no MPI
  * call reports: then test and yield).  Returns how many transfers it saw complete. */
 static int observe_set(int block) {
-    int rc = LP_OK, cnt = 0, dev = 0, pending = 0, mixed = 0;
+    int rc = LP_OK, cnt = 0, dev = 0, pending = 0, mixed = 0, net = 0;
     const void *seg = NULL;         /* the one segment whose counters every waiting request polls */
     const lp_xport_t *xp = NULL;    /* its transport */
     int seg_rank = 0;
@@ -718,6 +725,7 @@ static int observe_set(int block) {
         lp_req_t *r = G.set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
         dev = dev || r->dev_inflight || r->polling || r->turn_wait;
+        net = net || (r->ctx && r->ctx->nnodes > 1);
         const void *s = r->polling && r->poll_xp->segment ? r->poll_xp->segment(&r->a) : NULL;
         if (r->dev_inflight || r->turn_wait || (r->polling && (!s || (seg && seg != s)))) mixed = 1;
         if (s) {
@@ -738,8 +746,9 @@ static int observe_set(int block) {
         }
         return 0;
     }
-    /* the watchdog: never inside MPI for long (a test, and a yield below) */
-    int mrc = block && !dev && !lp_timeout_ns ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
+    /* the watchdog, and waits across nodes: never inside MPI for long (a test, a yield below) */
+    const int poll = lp_timeout_ns || net;
+    int mrc = block && !dev && !poll ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
                             : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
     if (mrc != MPI_SUCCESS && mrc != MPI_ERR_IN_STATUS) {   /* nobody to blame: all of them */
         rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Waitsome");
@@ -760,7 +769,7 @@ static int observe_set(int block) {
         r->fin[G.slot[i]] = 1;
     }
     if (!cnt && dev) sched_yield();
-    else if (!cnt && lp_timeout_ns && ++idle_polls % WATCH_POLLS == 0) sched_yield();
+    else if (!cnt && poll && ++idle_polls % WATCH_POLLS == 0) sched_yield();
     return cnt + pending;
 }
 
