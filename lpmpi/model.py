@@ -25,6 +25,10 @@ import numpy as np
 from lpmpi import _core, engine
 
 PINGPONG_SIZES = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20)
+#: the network's ping-pongs go further: a shaper's burst (tc tbf's, a switch's buffers) lets
+#: the first few hundred KiB after a pause leave at line rate, and a fit up to 1 MiB read 3 GB/s
+#: off a 1 Gbit/s NIC in the box
+NET_SIZES = PINGPONG_SIZES + (4 << 20, 16 << 20)
 GAMMA_BYTES = 8 << 20
 MIN_CHUNK = engine.CHUNK_MIN
 MAX_CHUNK = engine.CHUNK_MAX
@@ -121,7 +125,7 @@ def net_traffic(collective: str, algorithm: str, node: Sequence[int], nbytes: fl
     native is counted as be (the registry prices it so; the MPI library's own may differ).
 
     >>> net_traffic("allreduce", "ring", [0, 1, 2, 3], 1 << 20)[0]
-    [786432.0, 786432.0, 786432.0, 786432.0]
+    [1572864.0, 1572864.0, 1572864.0, 1572864.0]
     """
     return _core.net_traffic(collective, algorithm, list(node), nbytes, chunk_bytes, root)
 
@@ -248,6 +252,26 @@ def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
     return max(float(alpha), 0.0), float(beta)
 
 
+def fit_network(times: dict[int, float]) -> tuple[float, float]:
+    """The network's ``(alpha, beta)``: beta the slope between the two largest sizes (a
+    shaper's or a switch's burst lets the smaller ones leave faster than the link's rate, which
+    a fit over every size would take for bandwidth), alpha the smallest size's time less its
+    bytes at that rate; both >= 0.
+
+    >>> a, b = fit_network({1024: 60e-6, 1 << 20: 2e-3, 4 << 20: 33.6e-3, 16 << 20: 134.2e-3})
+    >>> round(b * 1e9, 1), round(a * 1e6, 1)
+    (8.0, 51.8)
+    """
+    n = sorted(times)
+    if len(n) < 2:
+        raise ValueError("fit_network needs at least two sizes")
+    hi, lo = n[-1], n[-2]
+    beta = max((times[hi] - times[lo]) / (hi - lo), 0.0)
+    if beta <= 0:
+        beta = times[hi] / hi
+    return max(times[n[0]] - n[0] * beta, 0.0), beta
+
+
 def measure_gamma(comm: Any, nbytes: int = GAMMA_BYTES, reps: int = 7) -> float:
     """Seconds per byte of the engine's float32 SUM kernel (``_core.reduce_local``), all ranks at
     once (they share the memory bus, as in a collective); the slowest rank's median.  Collective."""
@@ -289,7 +313,8 @@ def fit(comm: Any = None, *, sizes: Sequence[int] = PINGPONG_SIZES, reps: int = 
         else:
             if intra:
                 alpha, beta = fit_alpha_beta(pingpong(comm, sizes, reps, pairs=intra))
-            alpha_net, beta_net = fit_alpha_beta(pingpong(comm, sizes, reps, pairs=inter))
+            net = tuple(sizes) + tuple(s for s in NET_SIZES if s > max(sizes))
+            alpha_net, beta_net = fit_network(pingpong(comm, net, reps, pairs=inter))
     model = Model(*comm.bcast((alpha, beta, gamma, alpha_net, beta_net), root=0))
     if apply:
         install(model)

@@ -70,7 +70,9 @@ static void ctx_free(lp_ctx_t *c) {
     free(c->node);
     free(c->order);
     free(c->pos);
+    free(c->hosts);
     c->node = c->order = c->pos = NULL;
+    c->hosts = NULL;
     lp_node_transports_close(c);
     free(c->skip);
     c->skip = NULL;
@@ -252,6 +254,16 @@ static int node_map(lp_ctx_t *ctx) {
         for (int l = 0, k = 0; l < P; l++) { int c = pos[l]; pos[l] = k; k += c; }
         for (int r = 0; r < P; r++) order[pos[nd[r]]++] = r;
         for (int k = 0; k < P; k++) pos[order[k]] = k;
+        /* the hosts' names, for the watchdog's messages (one allgather, on the first call) */
+        char mine[MPI_MAX_PROCESSOR_NAME + 1] = "";
+        int len = 0;
+        ctx->hosts = calloc((size_t)P, LP_HOST_LEN);
+        if (!ctx->hosts) { rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's node map"); goto cleanup; }
+        LP_MPI(MPI_Get_processor_name(mine, &len));
+        mine[LP_HOST_LEN - 1] = 0;
+        char buf[LP_HOST_LEN] = {0};
+        memcpy(buf, mine, strlen(mine));
+        LP_MPI(MPI_Allgather(buf, LP_HOST_LEN, MPI_CHAR, ctx->hosts, LP_HOST_LEN, MPI_CHAR, ctx->comm));
     }
     ctx->node = nd;
     ctx->order = order;

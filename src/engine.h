@@ -83,6 +83,9 @@ struct lp_ctx {
      * each node boundary once whatever the placement (block or round robin) */
     int *node, *order, *pos;
     int nnodes;
+    /* several nodes: every rank's host name (MPI_Get_processor_name), LP_HOST_LEN bytes each,
+     * so that the watchdog names the node of a rank it waits for; NULL on one node */
+    char *hosts;
     /* the node-local transport (alg_ring_cma.c): every rank's process id when it is usable on
      * this communicator (one node, process_vm_readv works between every pair, nobody set
      * LPMPI_NODE_TRANSPORT=mpi), else NULL; why: LP_NT_* */
@@ -139,6 +142,8 @@ typedef struct {
 } lp_plan_key_t;
 _Static_assert(sizeof(lp_plan_key_t) == 10 * sizeof(int) + 4 * sizeof(size_t) + sizeof(void *),
                "lp_plan_key_t is compared with memcmp: it must have no padding");
+
+enum { LP_HOST_LEN = 64 };
 
 struct lp_req {
     /* the call */

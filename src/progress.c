@@ -486,7 +486,7 @@ static int overdue(lp_req_t *r) {
     if (!lp_timeout_ns || r->state != LP_REQ_ACTIVE) return 0;
     long long age = now_ns() - r->t_start;
     if (age < lp_timeout_ns) return 0;
-    char peers[256] = "";
+    char peers[512] = "";
     size_t n = 0;
     int native = 0, devw = r->dev_inflight != 0, seen[64] = {0};
     const char *xwait = NULL;       /* what a transport's waiting step waits for */
@@ -498,12 +498,15 @@ static int overdue(lp_req_t *r) {
                  l->peer >= 0) {
             if (l->peer < 64 && seen[l->peer]) continue;
             if (l->peer < 64) seen[l->peer] = 1;
+            const lp_ctx_t *c = r->ctx;
+            const char *host = c && c->hosts && l->peer < c->size ? c->hosts + (size_t)l->peer * LP_HOST_LEN : NULL;
             if (n < sizeof peers)
-                n += (size_t)snprintf(peers + n, sizeof peers - n, "%s%d", n ? ", " : "", l->peer);
+                n += (size_t)snprintf(peers + n, sizeof peers - n, host ? "%s%d (on %s)" : "%s%d",
+                                      n ? ", " : "", l->peer, host);
         }
     }
     const lp_args_t *a = &r->a;
-    char what[300];
+    char what[600];
     if (n) snprintf(what, sizeof what, "waiting for rank(s) %s", peers);
     else if (native) snprintf(what, sizeof what, "waiting inside MPI's own collective (every rank must enter it)");
     else if (xwait) snprintf(what, sizeof what, "waiting for %s", xwait);
