@@ -29,7 +29,7 @@ def box():
     try:
         yield
     finally:
-        subprocess.run([sys.executable, "-m", "lpmpi.cluster", "down"], timeout=120, capture_output=True)
+        subprocess.run([sys.executable, "-m", "lpmpi.cluster", "down"], timeout=120, capture_output=True, check=False)
     assert cluster.leftovers() == [], cluster.leftovers()
 
 
@@ -87,7 +87,7 @@ def test_a_link_down_for_3_seconds_then_up(box):
 def _kill_node3():
     time.sleep(0.5)
     pids = subprocess.run(["ip", "netns", "pids", "lpbox-n3"], capture_output=True, text=True,
-                          timeout=30).stdout.split()
+                          timeout=30, check=False).stdout.split()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/cmdline") as f:

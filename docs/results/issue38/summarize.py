@@ -32,7 +32,9 @@ def main() -> None:
     a = ap.parse_args()
     runs: dict[tuple[str, str, int], dict[int, dict[str, float]]] = defaultdict(dict)
     layout, launch = "", 0
-    for line in open(a.path):
+    with open(a.path) as f:
+        lines = f.readlines()
+    for line in lines:
         m = re.match(r"== layout=(\S+) launch=(\d+)", line)
         if m:
             layout, launch = m.group(1), int(m.group(2))
