@@ -153,8 +153,8 @@ def test_the_network_term_prices_the_busiest_nic():
         n = 16 << 20
         one = {a: model.predict("allreduce", a, 4, n) for a in ("lp", "be", "ring")}
         two = {a: model.predict("allreduce", a, 4, n, nodes=2) for a in ("lp", "be", "ring")}
-        for a in one:
-            assert two[a] > one[a]
+        for a, t in one.items():
+            assert two[a] > t
         assert two["be"] - model.predict("allreduce", "be", 4, n) == pytest.approx(
             2 * n * (8e-9 - 0.2e-9) + 4 * (60e-6 - 8e-6), rel=1e-6)
         assert model.predict_all("allreduce", 4, n, nodes=2)[0][0] == "lp"
