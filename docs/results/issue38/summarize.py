@@ -39,8 +39,11 @@ def main() -> None:
         if m:
             layout, launch = m.group(1), int(m.group(2))
             continue
+        if line.startswith("=="):            # another kind of block (e.g. a forced algorithm)
+            launch = 0
+            continue
         f = line.split()
-        if len(f) == 4 and f[1].isdigit():
+        if launch and len(f) == 4 and f[1].isdigit():
             runs[(layout, f[0], int(f[1]))].setdefault(launch, {})[f[2]] = float(f[3]) / 1e3   # ms
     print(f"{'layout':8} {'collective':14} {'size':>6}  {'label':7} {'median ms':>10} {'range ms':>17}  "
           f"{'native/label':>22}  {'/bound':>6}")
