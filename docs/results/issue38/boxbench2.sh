@@ -5,11 +5,12 @@
 # reduce_scatter and allgather native / auto; slowest rank's median per size (lpmpi-bench).
 # A `top` snapshot of the host CPU after each launch's allreduce says whether the CPU is busy.
 cd "$(dirname "$0")/../../.."
+. docs/results/issue38/box.sh
 .venv/bin/python -m lpmpi.cluster up --nodes 4 --rate 1gbit > /dev/null
 for lay in ${LAYOUTS:-1,1 2,2 1,1,1 1,1,1,1 1,2,1}; do
   for i in 1 2 3 4; do
-    pin=False; [ $((i % 2)) -eq 0 ] && pin=True
-    mpx=$(.venv/bin/python -c "from lpmpi import cluster; import shlex; print(shlex.join(cluster.mpiexec_command([], layout=[int(k) for k in '$lay'.split(',')], bind=$pin)))")
+    pin=$(box_pin $i)
+    mpx=$(box_mpx $lay $pin)
     echo "== layout=$lay launch=$i pinned=$pin"
     for coll in allreduce reduce_scatter allgather; do
       algs=native,auto; [ $coll = allreduce ] && algs=native,auto,lp,ring,be

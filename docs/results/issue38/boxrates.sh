@@ -4,11 +4,12 @@
 # / lp / ring, 2 fresh launches per rate (the second pinned by global rank); the machine's CPU
 # time over each launch from /proc/stat (user, system, softirq, idle: % of both cores).
 cd "$(dirname "$0")/../../.."
+. docs/results/issue38/box.sh
 for rate in 1gbit 2gbit 5gbit 10gbit none; do
   .venv/bin/python -m lpmpi.cluster up --nodes 2 --rate $rate > /dev/null
   for i in 1 2; do
     pin=False; [ $i -eq 2 ] && pin=True
-    mpx=$(.venv/bin/python -c "from lpmpi import cluster; import shlex; print(shlex.join(cluster.mpiexec_command([], layout=[1,1], bind=$pin)))")
+    mpx=$(box_mpx 1,1 $pin)
     echo "== layout=1,1 rate=$rate launch=$i pinned=$pin"
     s0=$(head -1 /proc/stat)
     timeout 600 $mpx .venv/bin/lpmpi-bench --collective allreduce --sizes 16M --algorithms native,auto,lp,ring \

@@ -4,9 +4,10 @@
 # choice is not overridden by the device layer), one launch each, 1 and 16 MiB, against lpmpi's
 # auto in the same launch; 1 Gbit/s.
 cd "$(dirname "$0")/../../.."
+. docs/results/issue38/box.sh
 .venv/bin/python -m lpmpi.cluster up --nodes 4 --rate 1gbit > /dev/null
 for lay in 2,2 1,1,1 1,1,1,1 1,2,1; do
-  mpx=$(.venv/bin/python -c "from lpmpi import cluster; import shlex; print(shlex.join(cluster.mpiexec_command([], layout=[int(k) for k in '$lay'.split(',')])))")
+  mpx=$(box_mpx $lay)
   for alg in default recursive_doubling reduce_scatter_allgather ring tree recexch_single_buffer k_reduce_scatter_allgather; do
     env=""; [ $alg != default ] && env="-genv MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM $alg -genv MPIR_CVAR_DEVICE_COLLECTIVES none"
     echo "== layout=$lay mpich=$alg"

@@ -4,9 +4,10 @@
 # 1 Gbit/s: layouts 2x2, 3x1, 4x1 and 1-2-1 (bench --node-bytes; the NICs read by each node's
 # lowest rank from its namespace's /sys/class/net).
 cd "$(dirname "$0")/../../.."
+. docs/results/issue38/box.sh
 .venv/bin/python -m lpmpi.cluster up --nodes 4 --rate 1gbit > /dev/null
 for lay in 2,2 1,1,1 1,1,1,1 1,2,1; do
-  mpx=$(.venv/bin/python -c "from lpmpi import cluster; import shlex; print(shlex.join(cluster.mpiexec_command([], layout=[int(k) for k in '$lay'.split(',')])))")
+  mpx=$(box_mpx $lay)
   echo "== layout=$lay"
   timeout 600 $mpx .venv/bin/python -m lpmpi.bench --node-bytes --collective all --sizes 1MiB,16MiB --root 1 \
     --json /tmp/nicbytes_$lay.json 2>&1 | grep -v "^# [a-z/]* *:\|^#  \|^$"
