@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from _mpi import TESTS, child_env
+from _mpi import TESTS, child_env, run
 
 from lpmpi import cluster
 
@@ -24,12 +24,15 @@ TIMEOUT = 10          # LPMPI_TIMEOUT of the runs
 
 @pytest.fixture
 def box():
-    subprocess.run([sys.executable, "-m", "lpmpi.cluster", "up", "--nodes", "3", "--rate", "1gbit"],
-                   check=True, timeout=120, capture_output=True)
+    # from tests/ with the children's PYTHONPATH (_mpi.run): in a checkout `python -m` from the root
+    # would import the unbuilt source tree
+    rc, out, _ = run([sys.executable, "-m", "lpmpi.cluster", "up", "--nodes", "3", "--rate", "1gbit"],
+                     child_env(), 120)
+    assert rc == 0, out
     try:
         yield
     finally:
-        subprocess.run([sys.executable, "-m", "lpmpi.cluster", "down"], timeout=120, capture_output=True, check=False)
+        run([sys.executable, "-m", "lpmpi.cluster", "down"], child_env(), 120)
     assert cluster.leftovers() == [], cluster.leftovers()
 
 
@@ -41,7 +44,7 @@ def _run_with_fault(seconds, fault, extra_env=None, limit=150, hydra=()):
     cmd[1:1] = list(hydra)
     env = child_env({"LPMPI_TIMEOUT": str(TIMEOUT), **(extra_env or {})})
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                         start_new_session=True)
+                         start_new_session=True, cwd=str(TESTS))
     lines, t_fault = [], [None]
 
     def reader():
