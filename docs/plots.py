@@ -4,6 +4,7 @@
     python docs/plots.py busbw         # docs/figures/busbw.png
     python docs/plots.py sgd-loss      # docs/figures/sgd_loss.png
     python docs/plots.py sgd-split     # docs/figures/sgd_split.png
+    python docs/plots.py box-nodes     # docs/figures/box_nodes.png
     python docs/plots.py all
 
 Inputs: docs/results/*.json (measured on this machine: python -m lpmpi.bench, examples/bsp_sgd.py)
@@ -200,7 +201,55 @@ def sgd_split() -> None:
     _save(fig, "sgd_split.png")
 
 
-FIGS = {"time-vs-p": time_vs_p, "busbw": busbw, "sgd-loss": sgd_loss, "sgd-split": sgd_split}
+def box_nodes() -> None:
+    """The cluster in a box against its simulation and the projection (docs/paper.md, "Across
+    nodes"): MEASURED box medians (big markers, N <= 4), SIMULATED lines (sim/results/box.json),
+    MODELLED N = 1024 (hollow markers, sim/compare_box.py's formulas), the link bound dotted."""
+    doc = _load(SIMRES / "box.json")
+    if not doc:
+        return
+    sys.path.insert(0, str(ROOT / "sim"))
+    import compare_box as cb
+
+    box = cb.box_medians("boxbench3_epyc.txt", "boxbench64_epyc.txt")
+    sim = cb.sim_rows("box")
+    n = 16 * MIB
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    panels = [("allreduce", ["lp", "lp/w1", "lp/16K/w1", "ring", "be", "mst", "smpi-mpich"], ["lp", "ring", "be", "native"],
+               lambda N: 2 * n * (N - 1) / N / 125e6),
+              ("bcast", ["lp", "lp/w1", "lp/16K/w1", "mst"], ["lp", "mst", "native"], lambda N: n / 125e6)]
+    for ax, (coll, labels, measured, bound) in zip(axes, panels):
+        Ns = sorted({int(r["P"]) for r in doc["rows"] if r["coll"] == coll and r.get("layout") == ",".join(["1"] * r["P"])})
+        for lab in labels:
+            pts = [(N, sim[(",".join(["1"] * N), coll, n, lab)]) for N in Ns if (",".join(["1"] * N), coll, n, lab) in sim]
+            if pts:
+                st = _style(lab)
+                if lab == "lp/16K/w1":   # told apart from lp/w1 (the model's chunk, W = 1)
+                    st.update(color="darkred", linestyle=(0, (5, 1, 1, 1, 1, 1)))
+                ax.plot(*zip(*pts), label=f"{lab} (sim)", **st)
+        for alg in measured:
+            pts = [(N, box[(",".join(["1"] * N), coll, n, alg)]) for N in (2, 3, 4) if (",".join(["1"] * N), coll, n, alg) in box]
+            if pts:
+                st = _style("native" if alg == "native" else alg)
+                ax.plot(*zip(*pts), linestyle="none", marker=st["marker"], markersize=11, color=st["color"],
+                        markeredgecolor="black", label=f"{alg} (box)")
+        for alg in (["lp", "ring", "be", "mst"] if coll == "allreduce" else ["lp", "mst"]):
+            ax.plot([1024], [cb.model(coll, alg, 1024, n) * 1e3], linestyle="none", marker=_style(alg)["marker"],
+                    markersize=9, markerfacecolor="none", color=_style(alg)["color"])
+        xs = sorted(set(Ns) | {1024})
+        ax.plot(xs, [bound(N) * 1e3 for N in xs], linestyle=":", color="black", label="link bound")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("N (nodes, 1 rank each)")
+        ax.set_ylabel("time (ms)")
+        ax.set_title(f"{coll} 16 MiB, 1 Gbit/s NICs, 6 us: MEASURED box (big markers, N <= 4),\n"
+                     "SIMULATED (lines, N <= 256), MODELLED N = 1024 (hollow; lp: best chunk, W = 1)", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    _save(fig, "box_nodes.png")
+
+
+FIGS = {"time-vs-p": time_vs_p, "busbw": busbw, "sgd-loss": sgd_loss, "sgd-split": sgd_split, "box-nodes": box_nodes}
 
 
 def main(argv: list[str] | None = None) -> int:

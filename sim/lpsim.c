@@ -17,6 +17,11 @@
  *   --reps R --warmup W             timed and untimed calls per (algorithm, size)
  *   --alpha A --beta B --gamma G    the alpha-beta-gamma model given to lp_model_set, used by
  *                                   lp_best_chunk to choose the chunk (the platform's own values)
+ *   --alpha-net A --beta-net B      the model's network term (lp_model_set_net: s per message and
+ *                                   per byte through a node's NIC); given, the chunk is
+ *                                   lp_best_chunk's for the communicator's nodes (hosts, from
+ *                                   MPI_Comm_split_type), as the engine chooses it across nodes;
+ *                                   not given, for one node (the platforms before the box)
  *   --chunk C                       force chunk_bytes (0: model-optimal, lp_best_chunk)
  *   --charge-gamma G                SMPI only: charge G seconds per byte reduced by the engine's
  *                                   kernels as simulated computation (smpi_execute); 0 = free
@@ -33,6 +38,11 @@
  *     comes from shared memory above 1 MiB, and the kernel a call picks is wrapped so that a
  *     reduction costs --charge-gamma seconds per byte of simulated time, and runs for real
  *     only with --real-reduce 1 or --verify.  reduce.c itself keeps the real lp_reduce_kernel.
+ *   - every engine file is compiled with -include sim/smpi_compat.h: SMPI's sleep() macro is
+ *     undefined (it clashes with a transport method named sleep) and MPI_Comm_idup, which
+ *     SimGrid 3.32 does not implement, becomes lpsim_comm_idup below (a blocking dup), and
+ *     MPI_Testsome (the engine's poll across nodes) becomes lpsim_testsome: a test that blocks
+ *     in MPI_Waitsome where it finds nothing (SimGrid's clock stands still while an actor polls).
  */
 #include <math.h>
 #include <stdint.h>
@@ -85,6 +95,23 @@ lp_reduce_fn lpsim_reduce_kernel(lp_dtype_t dt, lp_op_t op) {
     real_fn = f;
     real_esize = lp_dtype_size(dt);
     return wrapped_kernel;
+}
+
+/* SimGrid 3.32 lacks MPI_Comm_idup; the engine's files call this instead (sim/smpi_compat.h) */
+int lpsim_comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request);
+int lpsim_comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request) {
+    *request = MPI_REQUEST_NULL;
+    return MPI_Comm_dup(comm, newcomm);
+}
+
+
+/* the engine's polls across nodes, made blocking where they find nothing (sim/smpi_compat.h) */
+int lpsim_testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]);
+int lpsim_testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
+    int rc = MPI_Testsome(incount, requests, outcount, indices, statuses);
+    if (rc == MPI_SUCCESS && *outcount == 0)
+        rc = MPI_Waitsome(incount, requests, outcount, indices, statuses);
+    return rc;
 }
 
 #endif
@@ -157,7 +184,7 @@ int main(int argc, char **argv) {
     lp_coll_t coll = LP_ALLREDUCE;
     char algbuf[256] = "lp,mst,be,ring,native", sizebuf[1024] = "67108864";
     int reps = 3, warmup = 1, verify = 0, window = 0, root = 0, real_flag = -1;
-    double alpha = 1e-6, beta = 8e-11, gamma_ = 0.0;
+    double alpha = 1e-6, beta = 8e-11, gamma_ = 0.0, alpha_net = -1, beta_net = -1;
     long long chunk_force = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -172,6 +199,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--alpha")) alpha = atof(v);
         else if (!strcmp(k, "--beta")) beta = atof(v);
         else if (!strcmp(k, "--gamma")) gamma_ = atof(v);
+        else if (!strcmp(k, "--alpha-net")) alpha_net = atof(v);
+        else if (!strcmp(k, "--beta-net")) beta_net = atof(v);
         else if (!strcmp(k, "--chunk")) chunk_force = atoll(v);
         else if (!strcmp(k, "--charge-gamma")) charge_gamma = atof(v);
         else if (!strcmp(k, "--real-reduce")) real_flag = atoi(v);
@@ -188,6 +217,25 @@ int main(int argc, char **argv) {
     if (real_reduce) shared = 0;
     lp_configure(0, window, 0);
     lp_model_set(alpha, beta, gamma_);
+#if LPSIM_SMPI
+    /* the node-local transports (shared-memory segments, process_vm_readv) assume one OS process
+     * per rank; SMPI's ranks share one: MPI between ranks of one host (the engine uses them only
+     * on communicators within one node) */
+    lp_set_node_transport(0);
+#endif
+    /* nodes: ranks sharing a host (SMPI: a simulated host; real MPI: a node) */
+    int nodes = 1;
+    {
+        MPI_Comm node;
+        int nrank = 0, leader = 0;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &nrank);
+        leader = nrank == 0;
+        MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Comm_free(&node);
+    }
+    const int net = alpha_net >= 0 && beta_net >= 0;
+    if (net) lp_model_set_net(alpha_net, beta_net);
 
     char *algs[MAXALGS], *sizes_s[MAXSIZES];
     int nalg = split_list(algbuf, algs, MAXALGS), nsz = split_list(sizebuf, sizes_s, MAXSIZES);
@@ -221,7 +269,7 @@ int main(int argc, char **argv) {
             }
             size_t chunk = 0;
             if (lp_algo_chunked(alg))
-                chunk = chunk_force > 0 ? (size_t)chunk_force : lp_best_chunk(alg, P, 1, nbytes);
+                chunk = chunk_force > 0 ? (size_t)chunk_force : lp_best_chunk(alg, P, net ? nodes : 1, nbytes);
             double *t = calloc((size_t)reps, sizeof *t);
             int bad = 0;
             for (int it = -warmup; it < reps; it++) {
@@ -249,10 +297,12 @@ int main(int argc, char **argv) {
                 printf("LPSIM {\"coll\": \"%s\", \"alg\": \"%s\", \"P\": %d, \"nbytes\": %zu, "
                        "\"chunk_bytes\": %zu, \"median_s\": %.9g, \"min_s\": %.9g, \"max_s\": %.9g, "
                        "\"reps\": %d, \"simulated\": %s, \"verified\": %s, \"mpi\": \"%s\", "
-                       "\"model\": [%g, %g, %g], \"charge_gamma\": %g, \"real_reduce\": %d}\n",
+                       "\"model\": [%g, %g, %g], \"model_net\": [%g, %g], \"nodes\": %d, "
+                       "\"charge_gamma\": %g, \"real_reduce\": %d}\n",
                        cname, algs[ai], P, nbytes, chunk, med, tmax[0], tmax[reps - 1], reps,
                        LPSIM_SMPI ? "true" : "false", verify ? (anybad ? "false" : "true") : "null",
-                       libver, alpha, beta, gamma_, charge_gamma, real_reduce);
+                       libver, alpha, beta, gamma_, net ? alpha_net : -1.0, net ? beta_net : -1.0, nodes,
+                       charge_gamma, real_reduce);
                 fflush(stdout);
                 failures += anybad;
             }

@@ -4,10 +4,13 @@
     python sim/run.py fattree                    # fat-tree, 100 Gb/s, P = 2 .. 1024, 64 MiB
     python sim/run.py pcie8                      # 8 GPUs behind PCIe switches, P = 2 .. 8
     python sim/run.py here                       # this machine: measured (mpiexec) and simulated
+    python sim/run.py box                        # the cluster in a box (1 Gbit/s NICs), N = 2, 3, 4 nodes
+    python sim/run.py box --layout 2,2           # 2 nodes of 2 ranks (ranks per node, hostfile order)
+    python sim/run.py box100g --P 8,64           # the same nodes with 100 Gbit/s NICs
     python sim/run.py fattree --P 8,1024 --algs lp,mst --timeout 1800
 
 Each run appends rows to sim/results/<platform>.json (same key = replaced): one row per
-(collective, label, P, bytes) with ``kind`` = "simulated" (SMPI; MPI_Wtime is simulated time)
+(collective, label, P, bytes, layout) with ``kind`` = "simulated" (SMPI; MPI_Wtime is simulated time)
 or "measured" (real MPI on this machine), the median over repetitions, algbw and busbw.
 
 Labels: ``lp``, ``mst``, ``be``, ``ring`` are lpmpi's algorithms (src/, unchanged, built with
@@ -82,6 +85,28 @@ PLATFORM = {
         "P": [2, 3, 4, 5, 6, 7, 8],
         "sizes": [MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB],
     },
+    # the cluster in a box (lpmpi.cluster, issue 38): 1 Gbit/s NICs into a non-blocking switch,
+    # 6 us a message.  The model given to the engine (it sets lp's chunk): the node-local
+    # alpha/beta/gamma the box's engine had (the shipped table of the AMD EPYC VM, as
+    # lpmpi._core.model_get() reads there) and the network term the box measured
+    # (lpmpi.model.fit: alpha_net 6 us, 125 MB/s per NIC); the box's own runs had the engine's
+    # default network term instead (25 us, 1.25 GB/s): `--as-run` simulates with that one
+    "box": {
+        "xml": PLATFORMS / "box.xml",
+        "hosts": [f"b{i}" for i in range(1024)],
+        "alpha": 2.24e-6, "beta": 1.42e-10, "gamma": 1.02e-10,
+        "alpha_net": 6e-6, "beta_net": 1 / 125e6,
+        "P": [2, 3, 4],
+        "sizes": [MIB, 16 * MIB, 64 * MIB],
+    },
+    "box100g": {  # box.xml with 100 Gbit/s NICs (a projection; nothing measured)
+        "xml": PLATFORMS / "box100g.xml",
+        "hosts": [f"b{i}" for i in range(1024)],
+        "alpha": 2.24e-6, "beta": 1.42e-10, "gamma": 1.02e-10,
+        "alpha_net": 6e-6, "beta_net": 1 / 12.5e9,
+        "P": [8, 16, 64, 256],
+        "sizes": [16 * MIB, 64 * MIB],
+    },
     "here": {  # written by `here` from the measured alpha, beta (platforms/here.xml)
         "xml": PLATFORMS / "here.xml",
         "hosts": [f"h{i}" for i in range(8)],
@@ -109,24 +134,41 @@ def parse_lpsim(text: str) -> list[dict]:
     return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("LPSIM ")]
 
 
-def smpirun(platform: str, nprocs: int, args: list[str], extra_cfg: list[str], timeout: float) -> tuple[list[dict], float, str]:
+def hosts_for(platform: str, nprocs: int, layout: list[int] | None = None) -> list[str]:
+    """One host per rank, in rank order: the platform's first nprocs hosts, or with ``layout``
+    (ranks per node, e.g. [2, 2]) host i named layout[i] times (ranks in blocks by node)."""
+    hosts = PLATFORM[platform]["hosts"]
+    if not layout:
+        return hosts[:nprocs]
+    return [hosts[i] for i, k in enumerate(layout) for _ in range(k)]
+
+
+def smpirun(platform: str, nprocs: int, args: list[str], extra_cfg: list[str], timeout: float,
+            layout: list[int] | None = None) -> tuple[list[dict], float, str]:
     p = PLATFORM[platform]
     with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as f:
-        f.write("\n".join(p["hosts"][:nprocs]) + "\n")
+        f.write("\n".join(hosts_for(platform, nprocs, layout)) + "\n")
         hostfile = f.name
     cmd = ["smpirun", "-np", str(nprocs), "-platform", str(p["xml"]), "-hostfile", hostfile, *SMPI_CFG,
            *extra_cfg, str(BUILD / "lpsim-smpi"), *args]
     t0 = time.monotonic()
+    # a session of its own: on a timeout the whole group goes (smpirun is a script; killing it
+    # alone leaves its smpimain running)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tempfile.gettempdir(), start_new_session=True)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir(),
-                              check=False)
-        out = proc.stdout + proc.stderr
-        rows = parse_lpsim(proc.stdout)
+        out_s, err_s = proc.communicate(timeout=timeout)
+        out = out_s + err_s
+        rows = parse_lpsim(out_s)
         if proc.returncode != 0:
             print(f"  smpirun failed ({proc.returncode}): {' '.join(cmd)}\n{out[-2000:]}", file=sys.stderr)
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        rows = parse_lpsim(out)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        out_s, _ = proc.communicate()
+        rows = parse_lpsim(out_s or "")
         print(f"  TIMEOUT after {timeout:.0f} s: {' '.join(cmd)}", file=sys.stderr)
     finally:
         os.unlink(hostfile)
@@ -142,6 +184,7 @@ def row_out(r: dict, platform: str, label: str, kind: str, wall: float, cmd: str
         "reps": r["reps"], "algbw_GBps": n / t / 1e9, "busbw_GBps": n / t / 1e9 * factor,
         "model": r.get("model"), "charge_gamma": r.get("charge_gamma"), "wall_s": round(wall, 2),
         "command": cmd, "mpi": r.get("mpi"),
+        **({"nodes": r["nodes"], "model_net": r.get("model_net")} if "nodes" in r else {}),
     }
 
 
@@ -152,51 +195,75 @@ def save(platform: str, rows: list[dict], meta: dict, fresh: bool = False) -> No
     path = RESULTS / f"{platform}.json"
     fresh = fresh or not path.exists()
     doc = {"meta": {}, "rows": []} if fresh else json.loads(path.read_text())
-    key = lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"], r.get("charge_gamma") or 0)
+    key = lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"], r.get("charge_gamma") or 0,
+                     r.get("layout"))
     new = {key(r) for r in rows}
     doc["rows"] = [r for r in doc["rows"] if key(r) not in new] + rows
-    doc["rows"].sort(key=lambda r: (r["kind"], r["coll"], r["label"], r["P"], r["nbytes"]))
+    doc["rows"].sort(key=lambda r: (r["kind"], r["coll"], r["label"], r["P"], r.get("layout") or "", r["nbytes"]))
     doc["meta"].update(meta)
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"  -> {path} ({len(doc['rows'])} rows)")
 
 
+# the engine's default network term (src/model.c), which the box's own runs had (no model.fit)
+AS_RUN_NET = (25e-6, 0.8e-9)
+
+
 def simulate(platform: str, args: argparse.Namespace) -> None:
     p = PLATFORM[platform]
-    Ps = args.P or p["P"]
+    layout = args.layout
+    Ps = [sum(layout)] if layout else (args.P or p["P"])
     sizes = args.sizes or p["sizes"]
     colls = args.coll.split(",")
+    net = AS_RUN_NET if args.as_run else ((p["alpha_net"], p["beta_net"]) if "alpha_net" in p else None)
     meta = {
         "simgrid": simgrid_version(), "smpi_cfg": SMPI_CFG, "platform_xml": str(p["xml"].relative_to(ROOT)),
         "alpha_beta_for_chunk": [p.get("alpha"), p.get("beta")],
         "note": "kind=simulated: SimGrid SMPI running lpmpi's C engine (src/) on the platform; times "
         "are simulated seconds, not measured",
     }
+    if "alpha_net" in p:
+        meta.update(alpha_beta_gamma_for_chunk=[p["alpha"], p["beta"], p["gamma"]],
+                    net_for_chunk=[p["alpha_net"], p["beta_net"]], net_as_run=list(AS_RUN_NET),
+                    layout_note="rows carry layout (ranks per node, hostfile order); 1 rank per node "
+                    "unless --layout; labels ending /asrun: the chunk the box's engine chose (its "
+                    "default network term, net_as_run)")
     for coll in colls:
         labels = args.algs.split(",") if args.algs else LPMPI_ALGS[coll] + [f"smpi-{s}" for s in SELECTORS]
         for P in Ps:
+            lay = layout or ([1] * P if "alpha_net" in p else None)
+            lay_s = ",".join(map(str, lay)) if lay else None
             lp_labels = [a for a in labels if not a.startswith("smpi-")]
             rows = []
             common = ["--coll", coll, "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps),
                       "--warmup", str(args.warmup), "--alpha", str(p["alpha"]), "--beta", str(p["beta"])]
+            if "gamma" in p:
+                common += ["--gamma", str(p["gamma"])]
+            if net:
+                common += ["--alpha-net", str(net[0]), "--beta-net", str(net[1])]
             if args.charge_gamma:
                 common += ["--charge-gamma", str(args.charge_gamma)]
             if args.chunk:  # a forced chunk: rows labelled e.g. lp/128K
                 common += ["--chunk", str(args.chunk)]
             if args.window:  # chunks in flight per direction: rows labelled e.g. lp/w1
                 common += ["--window", str(args.window)]
+            where = f"P={P}" + (f" layout={lay_s}" if lay_s and any(k > 1 for k in lay) else "")
             for alg in lp_labels:  # one smpirun per algorithm: a timeout loses only that one
-                got, wall, cmd = smpirun(platform, P, [*common, "--algs", alg], [], args.timeout)
-                print(f"{platform} {coll} P={P} {alg}: " + ", ".join(f"{r['nbytes']}B {r['median_s'] * 1e3:.3f} ms"
-                      for r in got) + f"  (wall {wall:.1f} s)", flush=True)
-                tag = alg + (f"/{args.chunk // 1024}K" if args.chunk else "") + (f"/w{args.window}" if args.window else "")
-                rows += [row_out(r, platform, tag, "simulated", wall, cmd) for r in got]
+                got, wall, cmd = smpirun(platform, P, [*common, "--algs", alg], [], args.timeout, lay)
+                print(f"{platform} {coll} {where} {alg}: " + ", ".join(
+                      f"{r['nbytes']}B {r['median_s'] * 1e3:.3f} ms (chunk {r['chunk_bytes']})" for r in got)
+                      + f"  (wall {wall:.1f} s)", flush=True)
+                tag = (alg + (f"/{args.chunk // 1024}K" if args.chunk else "")
+                       + (f"/w{args.window}" if args.window else "") + ("/asrun" if args.as_run else ""))
+                rows += [dict(row_out(r, platform, tag, "simulated", wall, cmd), **({"layout": lay_s} if lay_s else {}))
+                         for r in got]
             for sel in (a[5:] for a in labels if a.startswith("smpi-")):
                 got, wall, cmd = smpirun(platform, P, [*common, "--algs", "native"], [f"--cfg=smpi/{coll}:{sel}"],
-                                         args.timeout)
-                print(f"{platform} {coll} P={P} smpi-{sel}: " + ", ".join(
+                                         args.timeout, lay)
+                print(f"{platform} {coll} {where} smpi-{sel}: " + ", ".join(
                     f"{r['nbytes']}B {r['median_s'] * 1e3:.3f} ms" for r in got) + f"  (wall {wall:.1f} s)", flush=True)
-                rows += [row_out(r, platform, f"smpi-{sel}", "simulated", wall, cmd) for r in got]
+                rows += [dict(row_out(r, platform, f"smpi-{sel}", "simulated", wall, cmd),
+                              **({"layout": lay_s} if lay_s else {})) for r in got]
             if rows:
                 save(platform, rows, meta)
 
@@ -321,9 +388,9 @@ def missing(what: str) -> str | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="Needs SimGrid (smpicc, smpirun) on PATH; `here` also mpiexec.")
-    ap.add_argument("what", choices=["build", "fattree", "pcie8", "here", "verify"],
-                    help="build the drivers, simulate a platform (fattree, pcie8), measure and simulate "
-                    "this machine (here), or check the engine's results under SMPI (verify)")
+    ap.add_argument("what", choices=["build", "fattree", "pcie8", "box", "box100g", "here", "verify"],
+                    help="build the drivers, simulate a platform (fattree, pcie8, box, box100g), measure "
+                    "and simulate this machine (here), or check the engine's results under SMPI (verify)")
     ap.add_argument("--P", type=lambda s: [int(x) for x in s.split(",")],
                     help="comma-separated process counts (default: the platform's)")
     ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
@@ -337,6 +404,11 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=0, help="force chunk_bytes (default: lpmpi's model-optimal)")
     ap.add_argument("--window", type=int, default=0,
                     help="LP: chunks in flight per direction (lp_configure; default 0: the engine's, 4)")
+    ap.add_argument("--layout", type=lambda s: [int(x) for x in s.split(",")],
+                    help="ranks per node, e.g. 2,2 (ranks in blocks by node; replaces --P)")
+    ap.add_argument("--as-run", action="store_true",
+                    help="box: choose lp's chunk with the engine's default network term (25 us, 1.25 GB/s), "
+                    "as the box's own runs did, instead of the box's measured one; labels end /asrun")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per smpirun (default 1200)")
     args = ap.parse_args()
     why = missing(args.what)
