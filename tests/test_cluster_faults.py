@@ -77,7 +77,7 @@ def test_a_link_down_for_3_seconds_then_up(box):
         time.sleep(3)
         subprocess.run(["ip", "netns", "exec", "lpbox-n2", "ip", "link", "set", "eth0", "up"], check=True, timeout=30)
 
-    rc, out, _ = _run_with_fault(12, flap)
+    rc, out, _ = _run_with_fault(8, flap)
     assert rc == 0, out[-4000:]
     sums = re.findall(r"SUMMARY suite=cluster-faults rank=\d+ host=\S+ rounds=(\d+) failures=(\d+)", out)
     assert len(sums) == 3 and all(f == "0" for _, f in sums), out[-4000:]
