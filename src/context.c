@@ -19,6 +19,7 @@
 #include "engine.h"
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -255,14 +256,12 @@ static int node_map(lp_ctx_t *ctx) {
         for (int r = 0; r < P; r++) order[pos[nd[r]]++] = r;
         for (int k = 0; k < P; k++) pos[order[k]] = k;
         /* the hosts' names, for the watchdog's messages (one allgather, on the first call) */
-        char mine[MPI_MAX_PROCESSOR_NAME + 1] = "";
+        char mine[MPI_MAX_PROCESSOR_NAME + 1] = "", buf[LP_HOST_LEN] = {0};
         int len = 0;
         ctx->hosts = calloc((size_t)P, LP_HOST_LEN);
         if (!ctx->hosts) { rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's node map"); goto cleanup; }
         LP_MPI(MPI_Get_processor_name(mine, &len));
-        mine[LP_HOST_LEN - 1] = 0;
-        char buf[LP_HOST_LEN] = {0};
-        memcpy(buf, mine, strlen(mine));
+        snprintf(buf, sizeof buf, "%s", mine);         /* cut to LP_HOST_LEN - 1, zero-padded */
         LP_MPI(MPI_Allgather(buf, LP_HOST_LEN, MPI_CHAR, ctx->hosts, LP_HOST_LEN, MPI_CHAR, ctx->comm));
     }
     ctx->node = nd;

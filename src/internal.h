@@ -217,6 +217,16 @@ typedef struct { double alpha, beta, gamma, alpha_net, beta_net; } lp_model_t;
 /* cost model of an algorithm: predicted seconds for P ranks, n bytes, chunk c bytes */
 typedef double (*lp_cost_fn)(const lp_model_t *m, int P, double n, double c);
 
+/* what an algorithm sends between nodes (traffic.c): adds every rank's off-node bytes and
+ * messages of one call of `coll` on P ranks, n bytes, root, to t (the layout is in t) */
+typedef struct lp_traffic lp_traffic_t;
+typedef void (*lp_traffic_fn)(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
+void lp_traffic_lp(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);        /* chains */
+void lp_traffic_lp_blocks(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
+void lp_traffic_ring(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
+void lp_traffic_mst(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
+void lp_traffic_be(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
+
 /* one entry of the single algorithm registry (registry.c) */
 typedef struct {
     const char *name;
@@ -226,6 +236,7 @@ typedef struct {
     lp_cost_fn cost;
     const lp_sched_t *staged;   /* its own schedule on the STAGED transport; NULL: whole-buffer
                                    staging around sched (lp_sched_stage_whole) */
+    lp_traffic_fn traffic;      /* its pattern between nodes (the model's network term) */
 } lp_algo_t;
 
 extern const lp_algo_t lp_algos[];

@@ -147,29 +147,29 @@ static double cost_reduce_scatter_be(const lp_model_t *m, int P, double n, doubl
 }
 
 const lp_algo_t lp_algos[] = {
-    /* name      collective     chunked  schedule                    cost                   staged schedule */
-    {"lp",     LP_ALLREDUCE, 1, &lp_sched_lp,               cost_allreduce_lp,     &lp_sched_lp_staged},
-    {"mst",    LP_ALLREDUCE, 0, &lp_sched_allreduce_mst,    cost_allreduce_mst,    NULL},
-    {"be",     LP_ALLREDUCE, 0, &lp_sched_allreduce_be,     cost_allreduce_be,     NULL},
-    {"ring",   LP_ALLREDUCE, 1, &lp_sched_ring,             cost_allreduce_ring,   NULL},
-    {"native", LP_ALLREDUCE, 0, &lp_sched_native,           cost_allreduce_native, NULL},
-    {"lp",     LP_REDUCE,    1, &lp_sched_lp,               cost_reduce_lp,        &lp_sched_lp_staged},
-    {"mst",    LP_REDUCE,    0, &lp_sched_reduce_mst,       cost_reduce_mst,       NULL},
-    {"be",     LP_REDUCE,    0, &lp_sched_reduce_be,        cost_reduce_be,        NULL},
-    {"native", LP_REDUCE,    0, &lp_sched_native,           cost_reduce_native,    NULL},
-    {"lp",     LP_BCAST,     1, &lp_sched_lp,               cost_bcast_lp,         &lp_sched_lp_staged},
-    {"mst",    LP_BCAST,     0, &lp_sched_bcast_mst,        cost_bcast_mst,        NULL},
-    {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be,         NULL},
-    {"native", LP_BCAST,     0, &lp_sched_native,           cost_bcast_native,     NULL},
+    /* name      collective     chunked  schedule                    cost                   staged schedule, pattern between nodes (traffic.c) */
+    {"lp",     LP_ALLREDUCE, 1, &lp_sched_lp,               cost_allreduce_lp, &lp_sched_lp_staged, lp_traffic_lp},
+    {"mst",    LP_ALLREDUCE, 0, &lp_sched_allreduce_mst,    cost_allreduce_mst, NULL, lp_traffic_mst},
+    {"be",     LP_ALLREDUCE, 0, &lp_sched_allreduce_be,     cost_allreduce_be, NULL, lp_traffic_be},
+    {"ring",   LP_ALLREDUCE, 1, &lp_sched_ring,             cost_allreduce_ring, NULL, lp_traffic_ring},
+    {"native", LP_ALLREDUCE, 0, &lp_sched_native,           cost_allreduce_native, NULL, lp_traffic_be},
+    {"lp",     LP_REDUCE,    1, &lp_sched_lp,               cost_reduce_lp, &lp_sched_lp_staged, lp_traffic_lp},
+    {"mst",    LP_REDUCE,    0, &lp_sched_reduce_mst,       cost_reduce_mst, NULL, lp_traffic_mst},
+    {"be",     LP_REDUCE,    0, &lp_sched_reduce_be,        cost_reduce_be, NULL, lp_traffic_be},
+    {"native", LP_REDUCE,    0, &lp_sched_native,           cost_reduce_native, NULL, lp_traffic_be},
+    {"lp",     LP_BCAST,     1, &lp_sched_lp,               cost_bcast_lp, &lp_sched_lp_staged, lp_traffic_lp},
+    {"mst",    LP_BCAST,     0, &lp_sched_bcast_mst,        cost_bcast_mst, NULL, lp_traffic_mst},
+    {"be",     LP_BCAST,     0, &lp_sched_bcast_be,         cost_bcast_be, NULL, lp_traffic_be},
+    {"native", LP_BCAST,     0, &lp_sched_native,           cost_bcast_native, NULL, lp_traffic_be},
     /* be before lp and ring: the model's ties at P = 2 go to the first (select.c) */
-    {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be,     NULL},
-    {"lp",     LP_ALLGATHER, 1, &lp_sched_allgather_lp,     cost_allgather_lp,     NULL},
-    {"ring",   LP_ALLGATHER, 1, &lp_sched_ring,             cost_allgather_ring,   NULL},
-    {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL},
-    {"lp",     LP_REDUCE_SCATTER, 1, &lp_sched_reduce_scatter_lp, cost_reduce_scatter_lp, NULL},
-    {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL},
-    {"be",     LP_REDUCE_SCATTER, 0, &lp_sched_reduce_scatter_be, cost_reduce_scatter_be, NULL},
-    {"native", LP_REDUCE_SCATTER, 0, &lp_sched_native,      cost_reduce_scatter_native, NULL},
+    {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be, NULL, lp_traffic_be},
+    {"lp",     LP_ALLGATHER, 1, &lp_sched_allgather_lp,     cost_allgather_lp, NULL, lp_traffic_lp_blocks},
+    {"ring",   LP_ALLGATHER, 1, &lp_sched_ring,             cost_allgather_ring, NULL, lp_traffic_ring},
+    {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL, lp_traffic_be},
+    {"lp",     LP_REDUCE_SCATTER, 1, &lp_sched_reduce_scatter_lp, cost_reduce_scatter_lp, NULL, lp_traffic_lp_blocks},
+    {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL, lp_traffic_ring},
+    {"be",     LP_REDUCE_SCATTER, 0, &lp_sched_reduce_scatter_be, cost_reduce_scatter_be, NULL, lp_traffic_be},
+    {"native", LP_REDUCE_SCATTER, 0, &lp_sched_native,      cost_reduce_scatter_native, NULL, lp_traffic_be},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
 

@@ -12,17 +12,20 @@
  * on the key (P, nodes) alone, so the model assumes lp_block_layout: ranks in blocks by
  * node, the first P mod N nodes one rank more (hydra's and Open MPI's default placement).
  *
- * native is priced as be (MPICH's Rabenseifner / scatter-allgather: the registry's cost says
- * the same); the MPI library's real pattern may differ, which the tables correct. */
+ * Each registry row names its pattern (lp_algo_t.traffic; native is priced as be, as its cost:
+ * MPICH's Rabenseifner / scatter-allgather; the MPI library's real pattern may differ, which
+ * the tables correct). */
 #include "engine.h"
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const int *node;
+typedef lp_traffic_t tr_t;
+struct lp_traffic {
+    const int *node;        /* node[r]: the lowest rank on r's node */
+    const int *order, *pos; /* the ranks in node order, and each rank's index there */
     double *bytes, *msgs;   /* per rank: sent off-node (summed per node at the end) */
     double c;               /* chunk bytes (0: whole transfers, in pieces of the largest message) */
-} tr_t;
+};
 
 static double pieces(const tr_t *t, double bytes) {
     if (bytes <= 0) return 0;
@@ -52,11 +55,11 @@ static void fake_args(lp_args_t *a, lp_coll_t coll, int P, int rank, int root, s
 }
 
 /* lp (allreduce, reduce, bcast): per chain, up = partials tail -> head, down = finals */
-static void lp_chains(tr_t *t, lp_coll_t coll, int P, int root, double n, const int *order, const int *pos) {
+void lp_traffic_lp(tr_t *t, lp_coll_t coll, int P, int root, double n) {
     for (int r = 0; r < P; r++) {
         lp_args_t a;
         lp_chain_spec_t s[2];
-        fake_args(&a, coll, P, r, root, (size_t)n, t->node, order, pos);
+        fake_args(&a, coll, P, r, root, (size_t)n, t->node, t->order, t->pos);
         int k = lp_chain_specs(&a, s);
         for (int i = 0; i < k; i++) {
             int v, left, right;
@@ -67,13 +70,19 @@ static void lp_chains(tr_t *t, lp_coll_t coll, int P, int root, double n, const 
     }
 }
 
-/* binomial tree from root: reduce (children -> parents) or bcast (parents -> children) */
+/* binomial tree from root: reduce (children -> parents) or bcast (parents -> children); mst:
+ * reduce, bcast, or allreduce = reduce to 0 + bcast from 0 */
 static void binomial(tr_t *t, int P, int root, double n, int to_root) {
     for (int v = 1; v < P; v++) {
         int me = lp_rrank(v, root, P), parent = lp_rrank(lp_binom_parent(v), root, P);
         if (to_root) put(t, me, parent, n);
         else put(t, parent, me, n);
     }
+}
+
+void lp_traffic_mst(tr_t *t, lp_coll_t coll, int P, int root, double n) {
+    if (coll != LP_BCAST) binomial(t, P, coll == LP_REDUCE ? root : 0, n, 1);
+    if (coll != LP_REDUCE) binomial(t, P, coll == LP_BCAST ? root : 0, n, 0);
 }
 
 /* bytes of newranks [lo, hi)'s share: pof2 near-equal parts of n, or (per-rank blocks) the
@@ -149,12 +158,24 @@ static void be_bcast(tr_t *t, int P, int root, double n) {
     }
 }
 
+void lp_traffic_be(tr_t *t, lp_coll_t coll, int P, int root, double n) {
+    switch (coll) {
+    case LP_ALLREDUCE: be_halving(t, P, 0, n, 0, 1, 0); break;
+    case LP_REDUCE: be_halving(t, P, root, n, 0, 0, 1); break;
+    case LP_REDUCE_SCATTER: be_halving(t, P, 0, n, 1, 0, 0); break;
+    case LP_ALLGATHER: be_allgather(t, P, n); break;
+    case LP_BCAST: be_bcast(t, P, root, n); break;
+    default: break;
+    }
+}
+
 /* ring over node order: allreduce 2 (P-1) blocks, allgather / reduce_scatter P-1, each step's
  * block in chunks */
-static void ring(tr_t *t, int P, double n, double steps, const int *order) {
-    const double blk = n / P;
+void lp_traffic_ring(tr_t *t, lp_coll_t coll, int P, int root, double n) {
+    (void)root;
+    const double blk = n / P, steps = coll == LP_ALLREDUCE ? 2.0 * (P - 1) : P - 1.0;
     for (int i = 0; i < P; i++) {
-        int me = order[i], right = order[(i + 1) % P];
+        int me = t->order[i], right = t->order[(i + 1) % P];
         if (t->node[me] == t->node[right]) continue;
         t->bytes[me] += steps * blk;
         t->msgs[me] += steps * pieces(t, blk);
@@ -162,7 +183,9 @@ static void ring(tr_t *t, int P, double n, double steps, const int *order) {
 }
 
 /* lp allgather / reduce_scatter: the chain 0 .. P-1 in rank order, blocks passed both ways */
-static void lp_blocks_chain(tr_t *t, int P, double n, int gather) {
+void lp_traffic_lp_blocks(tr_t *t, lp_coll_t coll, int P, int root, double n) {
+    (void)root;
+    const int gather = coll == LP_ALLGATHER;
     double blk = n / P;
     for (int i = 0; i + 1 < P; i++) {
         double right = gather ? i + 1 : P - 1 - i, left = gather ? P - 1 - i : i + 1;
@@ -195,30 +218,9 @@ int lp_net_traffic(int alg, int P, const int *node, int root, double n, double c
                 if (node[r] == lead) order[k++] = r;
     if (k != P) { free(order); free(b); return LP_ERR_ARG; }   /* node[] is not a node map */
     for (int i = 0; i < P; i++) pos[order[i]] = i;
-    tr_t t = {.node = node, .bytes = b, .msgs = b + P, .c = lp_algos[alg].chunked ? c : 0};
-    const char *name = lp_algos[alg].name;
-    const lp_coll_t coll = lp_algos[alg].coll;
-    const int native = !strcmp(name, "native");
-    if (P > 1) {
-        if (!strcmp(name, "lp") && (coll == LP_ALLGATHER || coll == LP_REDUCE_SCATTER))
-            lp_blocks_chain(&t, P, n, coll == LP_ALLGATHER);
-        else if (!strcmp(name, "lp")) lp_chains(&t, coll, P, root, n, order, pos);
-        else if (!strcmp(name, "ring"))
-            ring(&t, P, n, coll == LP_ALLREDUCE ? 2.0 * (P - 1) : P - 1.0, order);
-        else if (!strcmp(name, "mst")) {
-            if (coll != LP_BCAST) binomial(&t, P, coll == LP_REDUCE ? root : 0, n, 1);
-            if (coll != LP_REDUCE) binomial(&t, P, coll == LP_BCAST ? root : 0, n, 0);
-        } else if (!strcmp(name, "be") || native) {
-            switch (coll) {
-            case LP_ALLREDUCE: be_halving(&t, P, 0, n, 0, 1, 0); break;
-            case LP_REDUCE: be_halving(&t, P, root, n, 0, 0, 1); break;
-            case LP_REDUCE_SCATTER: be_halving(&t, P, 0, n, 1, 0, 0); break;
-            case LP_ALLGATHER: be_allgather(&t, P, n); break;
-            case LP_BCAST: be_bcast(&t, P, root, n); break;
-            default: break;
-            }
-        }
-    }
+    tr_t t = {.node = node, .order = order, .pos = pos, .bytes = b, .msgs = b + P,
+              .c = lp_algos[alg].chunked ? c : 0};
+    if (P > 1) lp_algos[alg].traffic(&t, lp_algos[alg].coll, P, root, n);
     for (int r = 0; r < P; r++) bytes[r] = msgs[r] = 0;   /* per node, at its lowest rank */
     for (int r = 0; r < P; r++) {
         bytes[node[r]] += t.bytes[r];
