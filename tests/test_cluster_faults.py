@@ -108,12 +108,15 @@ def test_a_nodes_processes_killed(box):
     assert rc not in (0, None), out[-4000:]
     assert "FAIL" not in out and "SUMMARY" not in out, out[-4000:]     # 60 s of rounds: nobody finished
     assert took < TIMEOUT + 20, f"the job took {took:.1f} s after the kill"
-    assert re.search(r"BAD TERMINATION.*\n.*RUNNING AT lpbox-n3", out), out[-4000:]
+    # hydra names the first process it sees die: the killed one, or (1 run in 10 here) a survivor
+    # that posted a send to it and died inside MPICH's MPI_Isend first
+    assert re.search(r"BAD TERMINATION.*\n.*RUNNING AT lpbox-n3", out) or (
+        "BAD TERMINATION" in out and "Segmentation fault" in out), out[-4000:]
 
 
 def test_the_survivors_of_a_killed_node_raise_naming_it(box):
     """The same with the launcher told to keep the survivors (hydra -disable-auto-cleanup): a
-    survivor waiting for the lost rank raises LPError within LPMPI_TIMEOUT, its message naming
+    survivor waiting for a lost rank raises LPError within LPMPI_TIMEOUT, its message naming
     that rank and its host; no wrong result, and the job ends.  (A survivor that posts a send to
     the lost rank can die inside MPICH's MPI_Isend instead, SIGSEGV in libmpi under UCX, core
     dump's stack: PMPI_Isend <- lpmpi's issue(); MPICH's fault tolerance, MPIR_CVAR_ENABLE_FT=1,
@@ -122,6 +125,12 @@ def test_the_survivors_of_a_killed_node_raise_naming_it(box):
     assert rc not in (0, None), out[-4000:]
     assert "FAIL" not in out and "SUMMARY" not in out, out[-4000:]
     assert took < TIMEOUT + 20, f"the job took {took:.1f} s after the kill"
-    named = re.findall(r"ERROR rank=[01] .*LPMPI_TIMEOUT: .* not complete after 1\d\.\d s, "
-                       r"waiting for rank\(s\) (?:[^)]*, )?2 \(on lpbox-n3\)", out)
-    assert named, out[-4000:]
+    # each survivor either raises LPMPI_TIMEOUT naming the ranks it waits for with their hosts
+    # (rank k runs on lpbox-n<k+1>: the killed rank 2, or rank 1 if that one died first), or dies
+    # inside MPICH's MPI_Isend posting a send to a dead rank (SIGSEGV; 1 run in 5 here)
+    errors = re.findall(r"ERROR rank=[01] .*LPMPI_TIMEOUT: .* not complete after 1\d\.\d s, "
+                        r"waiting for rank\(s\) (.*?) \(this rank is [01]\)", out)
+    for waited in errors:
+        pairs = re.findall(r"(\d+) \(on lpbox-n(\d+)\)", waited)
+        assert pairs and all(int(h) == int(r) + 1 for r, h in pairs), (waited, out[-4000:])
+    assert len(errors) + out.count("Fatal Python error: Segmentation fault") == 2, out[-4000:]
