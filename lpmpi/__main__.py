@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     if argv[:1] == ["tune"]:
-        from tuner.cli import main as tune_main
+        from lpmpi.tune.cli import main as tune_main
 
         return int(tune_main(argv[1:]) or 0)
     p = argparse.ArgumentParser(

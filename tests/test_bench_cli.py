@@ -51,10 +51,10 @@ def test_bench_help_has_every_option_once():
 
 
 def test_tune_help_has_every_option_once():
-    from tuner.cli import build_parser
+    from lpmpi.tune.cli import build_parser
 
     _check_parser(build_parser())
-    rc, out, _ = run([sys.executable, "-m", "tuner", "--help"], child_env(), 60)
+    rc, out, _ = run([sys.executable, "-m", "lpmpi.tune", "--help"], child_env(), 60)
     assert rc == 0, out[-3000:]
     _check_help_text(out)
     assert "--max-trials-this-run" in out and "--crash-after" not in out
@@ -104,7 +104,7 @@ def test_sim_without_simgrid_says_what_to_install(what):
 @pytest.mark.mpi
 def test_tune_progress_lines_without_a_terminal(tmp_path):
     """Under mpiexec stderr is a pipe: still one line per trial, with the ETA."""
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "tuner", "--collectives", "bcast", "--sizes", "8,16K",
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.tune", "--collectives", "bcast", "--sizes", "8,16K",
            "--storage", "memory", "--out", str(tmp_path / "t.json"), "--no-fit-model", *FAST]
     rc, out, _ = run(cmd, child_env(), 120)
     assert rc == 0, out[-6000:]
@@ -129,7 +129,7 @@ def _rank0_pid(marker: str) -> int | None:
         except OSError:
             continue
         words = [w.decode(errors="replace") for w in cmd]
-        ours = "tuner" in words and any(marker in w for w in words) and "mpiexec" not in Path(words[0]).name
+        ours = "lpmpi.tune" in words and any(marker in w for w in words) and "mpiexec" not in Path(words[0]).name
         if ours and b"PMI_RANK=0" in env:
             return int(d.name)
     return None
@@ -144,7 +144,7 @@ def test_ctrl_c_ends_every_rank_and_the_rerun_resumes(tmp_path):
     args = ["--collectives", "allreduce", "--sizes", "8,1K,4K,16K,64K,256K", "--storage", f"sqlite:///{db}",
             "--out", str(tmp_path / "t.json"), "--no-fit-model", "--min-time", "0.02", "--min-reps", "5",
             "--max-reps", "20", "--warmup", "1", "--verify-rounds", "1"]
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "tuner", *args]
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.tune", *args]
     proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, text=True, cwd=str(tmp_path))
     lines: list[str] = []
@@ -172,7 +172,7 @@ def test_ctrl_c_ends_every_rank_and_the_rerun_resumes(tmp_path):
     first = finished(db)
     assert measured(first), "no finished trial was stored"
     assert [v[0].name for v in first.values()].count("RUNNING") == 0, first   # the trial cut short: FAIL
-    rc, out2, _ = run([mpiexec(), "-n", "2", sys.executable, "-m", "tuner", *args, "--quiet",
+    rc, out2, _ = run([mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.tune", *args, "--quiet",
                        "--max-trials-this-run", "1"], child_env(), 120)
     assert rc == 3, out2[-4000:]
     second = finished(db)

@@ -94,9 +94,9 @@ def _library() -> str:
 # ----------------------------------------------------------------------------- the commands alone
 
 
-@pytest.mark.parametrize("prog,module", [("lpmpi-bench", "lpmpi.bench"), ("lpmpi-tune", "tuner")])
+@pytest.mark.parametrize("prog,module", [("lpmpi-bench", "lpmpi.bench"), ("lpmpi-tune", "lpmpi.tune")])
 def test_bench_and_tune_refuse_one_process(prog, module, tmp_path):
-    p = alone("-m", module, "--out" if module == "tuner" else "--json", str(tmp_path / "x.json"))
+    p = alone("-m", module, "--out" if module == "lpmpi.tune" else "--json", str(tmp_path / "x.json"))
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.strip().startswith(f"{prog}: this is one process (P = 1): start it under mpiexec"), p.stderr
     assert "--allow-single" in p.stderr and "Traceback" not in p.stderr and p.stdout == "", p.stdout
@@ -104,11 +104,11 @@ def test_bench_and_tune_refuse_one_process(prog, module, tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
-@pytest.mark.parametrize("module", ["lpmpi.bench", "tuner"])
+@pytest.mark.parametrize("module", ["lpmpi.bench", "lpmpi.tune"])
 def test_another_mpis_launcher_is_named(module, tmp_path):
     """Open MPI's mpiexec starting an MPICH-built program: each process is a singleton whose
     environment says 2; the refusal names the library mpi4py uses, --allow-single or not."""
-    p = alone("-m", module, "--allow-single", "--out" if module == "tuner" else "--json",
+    p = alone("-m", module, "--allow-single", "--out" if module == "lpmpi.tune" else "--json",
               str(tmp_path / "x.json"), env=FOREIGN)
     assert p.returncode == 2, p.stdout + p.stderr
     lib = _launch.library_line(_library())
@@ -149,14 +149,28 @@ def no_optuna(tmp_path):
 
 
 def test_tune_help_without_optuna(no_optuna):
-    p = alone("-m", "tuner", "--help", env=no_optuna)
+    p = alone("-m", "lpmpi.tune", "--help", env=no_optuna)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "--max-trials-this-run" in p.stdout and "pip install 'lpmpi[tune]'" in p.stdout
     assert "Traceback" not in p.stdout + p.stderr
 
 
+def test_import_lpmpi_imports_neither_the_tuner_nor_optuna():
+    code = ("import sys, lpmpi, lpmpi.bench, lpmpi.tables, lpmpi.model\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'optuna' or m.startswith('lpmpi.tune')))")
+    p = alone("-c", code)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip() == "[]", p.stdout
+
+
+def test_python_m_lpmpi_tune_is_lpmpi_tune(no_optuna):
+    p = alone("-m", "lpmpi", "tune", "--help", env=no_optuna)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("usage: lpmpi-tune") and "--max-trials-this-run" in p.stdout, p.stdout
+
+
 def test_tune_without_optuna_says_how_to_install_it(no_optuna, tmp_path):
-    args = ["-m", "tuner", "--storage", "memory", "--sizes", "8", "--out", str(tmp_path / "t.json")]
+    args = ["-m", "lpmpi.tune", "--storage", "memory", "--sizes", "8", "--out", str(tmp_path / "t.json")]
     p = alone(*args, "--allow-single", env=no_optuna)
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.strip() == ("lpmpi-tune needs Optuna, which is not installed here: pip install "
@@ -166,10 +180,10 @@ def test_tune_without_optuna_says_how_to_install_it(no_optuna, tmp_path):
 
 @pytest.mark.mpi
 def test_tune_without_optuna_under_mpiexec_says_it_once(no_optuna, tmp_path):
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "tuner", "--storage", "memory", "--sizes", "8",
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.tune", "--storage", "memory", "--sizes", "8",
            "--out", str(tmp_path / "t.json")]
     rc, out, _ = run(cmd, child_env(no_optuna), 60)
     assert rc == 2, out[-3000:]
-    from tuner.cli import OPTUNA_MISSING
+    from lpmpi.tune.cli import OPTUNA_MISSING
 
     assert out.strip().splitlines() == [OPTUNA_MISSING], out

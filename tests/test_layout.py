@@ -1,6 +1,7 @@
 """The shape of the Python code, read from its source (nothing is imported): the import graph of
-lpmpi/ and tuner/ has no cycle, and the tuner uses only lpmpi's public names (no private module
-such as ``lpmpi._core``, no ``_private`` name of any lpmpi module)."""
+lpmpi/ (the tuner, lpmpi/tune/, included) has no cycle, no module outside lpmpi.tune imports it
+(Optuna is its dependency alone), and the tuner uses only lpmpi's public names (no private module
+such as ``lpmpi._core``, no ``_private`` name of any other lpmpi module)."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("lpmpi", "tuner")
+PACKAGES = ("lpmpi",)
+TUNER = "lpmpi.tune"
 
 
 def modules() -> dict[str, Path]:
@@ -98,7 +100,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_the_imports():
     edges = graph()
     assert "lpmpi.bench.harness" in edges["lpmpi.bench.rows"]
-    assert "lpmpi.bench" in edges["tuner.measure"] and "lpmpi.engine" in edges["tuner.space"]
+    assert "lpmpi.bench" in edges["lpmpi.tune.measure"] and "lpmpi.engine" in edges["lpmpi.tune.space"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     assert "lpmpi._core" in extensions() and "lpmpi" not in edges["lpmpi.engine"]
@@ -117,12 +119,12 @@ def tuner_private_uses() -> list[str]:
     """Every place a tuner module reaches into lpmpi's private parts."""
     bad = []
     for name, path in modules().items():
-        if not name.startswith("tuner"):
+        if not _in_tuner(name):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         lpmpi_names = set()                  # local names bound to lpmpi modules
         for mod, names, line in imports(name, path):
-            if not mod.startswith("lpmpi"):
+            if not mod.startswith("lpmpi") or _in_tuner(mod):
                 continue
             where = f"{path.relative_to(ROOT)}:{line}"
             if any(_private(part) for part in mod.split(".")):
@@ -138,6 +140,10 @@ def tuner_private_uses() -> list[str]:
     return bad
 
 
+def _in_tuner(module: str) -> bool:
+    return module == TUNER or module.startswith(TUNER + ".")
+
+
 def _root(node: ast.expr) -> ast.expr:
     while isinstance(node, ast.Attribute):
         node = node.value
@@ -147,6 +153,18 @@ def _root(node: ast.expr) -> ast.expr:
 def test_tuner_uses_only_public_names_of_lpmpi():
     bad = tuner_private_uses()
     assert not bad, "\n".join(bad)
+
+
+def test_only_the_command_line_imports_the_tuner():
+    """``import lpmpi`` must not import lpmpi.tune (nor Optuna, which only lpmpi.tune imports):
+    outside the tuner, the one module that imports it is ``python -m lpmpi``'s, inside a
+    function (``python -m lpmpi tune``)."""
+    edges = graph()
+    users = sorted(m for m, to in edges.items() if not _in_tuner(m) and any(_in_tuner(t) for t in to))
+    assert users == ["lpmpi.__main__"], users
+    optuna = sorted(name for name, path in modules().items()
+                    if any(mod.split(".")[0] == "optuna" for mod, _, _ in imports(name, path)))
+    assert optuna and all(_in_tuner(m) for m in optuna), optuna
 
 
 @pytest.mark.parametrize("module", ["lpmpi.bench.harness", "lpmpi.bench.memory", "lpmpi.bench.verify",

@@ -14,19 +14,19 @@ from optuna.trial import TrialState
 
 from lpmpi import engine, model, tables
 from lpmpi.bench import chunk_label, transports_of
-from tuner.cli import size_ladder, transport_dimension
-from tuner.driver import TIE, choice_record, decide
-from tuner.report import describe, summary
-from tuner.space import Config, Space, transport_param
-from tuner.studies import CHOICE_ATTR, DUPLICATE_ATTR, BucketStudy, FarFromBestPruner, study_name
+from lpmpi.tune.cli import size_ladder, transport_dimension
+from lpmpi.tune.driver import TIE, choice_record, decide
+from lpmpi.tune.report import describe, summary
+from lpmpi.tune.space import Config, Space, transport_param
+from lpmpi.tune.studies import CHOICE_ATTR, DUPLICATE_ATTR, BucketStudy, FarFromBestPruner, study_name
 
 FAST = ["--min-time", "0.002", "--min-reps", "3", "--max-reps", "6", "--warmup", "1",
         "--verify-rounds", "1", "--quiet"]
 
 
 def tune(*args, timeout=120):
-    """Run ``mpiexec -n 2 python -m tuner args``; returns (exit status, output)."""
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "tuner", *args]
+    """Run ``mpiexec -n 2 python -m lpmpi.tune args``; returns (exit status, output)."""
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.tune", *args]
     rc, out, _ = run(cmd, child_env(), timeout)
     assert rc is not None, f"tuner timed out:\n{out[-6000:]}"
     return rc, out
@@ -231,7 +231,7 @@ def test_transport_dimension_names_studies_records_and_the_summary():
     assert rec["transport"] == "shm" and [Config(*c) for c in rec["candidates"]] == [ring, native]
     assert Config(*["ring", 65536, None]) == Config("ring", 1 << 16)
     # the summary's transport column, only when a choice has one
-    from tuner.report import BucketResult
+    from lpmpi.tune.report import BucketResult
 
     with_tp = summary([BucketResult("allreduce", 1 << 20, ring, 1e-4, 2e-4, 3, 12, 47)])
     assert "transport" in with_tp[0] and " shm " in with_tp[2]
@@ -246,7 +246,7 @@ def test_a_configuration_runs_over_its_transport_call_by_call():
 
     from lpmpi import _core
     from lpmpi.bench import with_transport
-    from tuner.measure import Bench, settings
+    from lpmpi.tune.measure import Bench, settings
 
     def asked() -> tuple:
         return _core.transport_choice("allreduce", 1 << 20)
@@ -381,7 +381,7 @@ def test_fresh_input_rewrites_the_input_before_each_timed_call(collective):
     other ranks' buffer being the output); without it, none."""
     from mpi4py import MPI
 
-    from tuner.measure import Bench
+    from lpmpi.tune.measure import Bench
 
     dt = np.dtype(np.float32)
     b = Bench(MPI.COMM_SELF, collective, 4096, dt, "sum", root=0, fresh_input=True)
@@ -557,7 +557,7 @@ def test_resume_after_stop_and_kill_repeats_no_finished_trial(tmp_path):
 
 
 def test_acc_dtype_arguments_are_checked(capsys, tmp_path):
-    from tuner.cli import main
+    from lpmpi.tune.cli import main
 
     base = ["--storage", "memory", "--sizes", "8", "--quiet", "--no-fit-model", "--out", str(tmp_path / "t.json")]
     assert main([*base, "--acc-dtype", "float32", "--collectives", "allreduce"]) == 2   # float32 data
@@ -572,7 +572,7 @@ def test_acc_dtype_arguments_are_checked(capsys, tmp_path):
 
 
 def test_transports_arguments_are_checked(capsys, tmp_path):
-    from tuner.cli import main
+    from lpmpi.tune.cli import main
 
     base = ["--storage", "memory", "--sizes", "8", "--quiet", "--no-fit-model",
             "--out", str(tmp_path / "t.json")]

@@ -13,8 +13,8 @@ from _mpi import child_env, mpiexec, run
 
 from lpmpi import _core, model, tables
 from lpmpi.tables import Choice, merge_choices, parse_table
-from tuner.space import DEFAULT_STAGING, STAGING_CHOICES, Config, Space, staging_param
-from tuner.studies import study_name
+from lpmpi.tune.space import DEFAULT_STAGING, STAGING_CHOICES, Config, Space, staging_param
+from lpmpi.tune.studies import study_name
 
 LIB = tables.library_version_line()
 EMU = {"LPMPI_EMULATE_STAGING": "1"}
@@ -96,7 +96,7 @@ def test_study_names_keep_staging_choices_apart():
 
 
 def test_staging_is_set_for_a_measurement_and_restored():
-    from tuner.measure import staging
+    from lpmpi.tune.measure import staging
 
     old = _core.cuda_info()["staging_buffers"]
     new = 16 if old != 16 else 8
@@ -192,7 +192,7 @@ def test_engine_applies_cuda_rows_with_staging(tmp_path):
 
 
 def test_memory_cuda_errors_are_clear(monkeypatch, capsys, tmp_path):
-    from tuner.cli import main
+    from lpmpi.tune.cli import main
 
     if _core.cuda_info()["emulated"]:
         pytest.skip("this process emulates device memory")
@@ -217,7 +217,7 @@ def test_cuda_tuning_run_on_fake_device_arrays(tmp_path):
     """The tuner's cuda path end to end at P = 2: HostDeviceArray buffers on the emulated
     staged transport, the staging dimension searched, a cuda table with staging_buffers."""
     db, out = tmp_path / "tune.db", tmp_path / "cuda.json"
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "tuner", "--memory", "cuda",
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "lpmpi.tune", "--memory", "cuda",
            "--collectives", "allreduce,bcast", "--sizes", "256K", "--trials", "6", "--no-fit-model",
            "--storage", f"sqlite:///{db}", "--out", str(out), "--min-time", "0.002", "--min-reps", "3",
            "--max-reps", "5", "--warmup", "1", "--verify-rounds", "1", "--quiet"]

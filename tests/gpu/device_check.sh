@@ -170,7 +170,7 @@ if [ "${DEVICE_CHECK_TUNE:-0}" = 1 ] && [ "$DRY" != 1 ]; then
     # a device-memory tuning table for this machine (P = 2), then the benchmark with it loaded;
     # needs optuna and its requirements among the wheels
     STEP="tuning (--memory cuda, P = 2)"
-    timeout "${DEVICE_CHECK_TUNE_TIMEOUT:-300}" "$MPIEXEC" -n 2 "$VPY" -m tuner --memory cuda \
+    timeout "${DEVICE_CHECK_TUNE_TIMEOUT:-300}" "$MPIEXEC" -n 2 "$VPY" -m lpmpi.tune --memory cuda \
         --collectives allreduce,reduce,bcast --min-bytes 4KiB --max-bytes 64MiB --step 4 \
         --storage memory --out "$LOGDIR/mpich-P2-cuda.json" 2>&1 | tail -60 | tee "$LOGDIR/tune_cuda.txt"
     STEP="benchmark with the device table"

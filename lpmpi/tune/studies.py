@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.space import NATIVE, Config, Space
+from lpmpi.tune.space import NATIVE, Config, Space
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 DUPLICATE_ATTR = "duplicate_of"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from lpmpi import bench, engine
-from tuner.space import Config
+from lpmpi.tune.space import Config
 
 # called on every rank with the slowest rank's median so far; returns True to stop (prune)
 Prune = Callable[[float], bool]

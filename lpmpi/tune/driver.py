@@ -15,9 +15,9 @@ import numpy as np
 import lpmpi
 from lpmpi import engine
 from lpmpi.bench import format_bytes, memory_backend, rule_transport
-from tuner.measure import Bench, reps_for
-from tuner.report import BucketResult, Progress
-from tuner.space import NATIVE, Config, Space
+from lpmpi.tune.measure import Bench, reps_for
+from lpmpi.tune.report import BucketResult, Progress
+from lpmpi.tune.space import NATIVE, Config, Space
 
 STOP = "stop"
 TIE = 0.03   # verified within 3% of native: keep native (the safe choice; < the 5% regret target)
@@ -79,7 +79,7 @@ class Tuner:
         self.current: Any = None          # rank 0: the BucketStudy being tuned
         self.last_study: Any = None       # rank 0: the BucketStudy tuned last
         if self.rank == 0:
-            from tuner.studies import storage_for
+            from lpmpi.tune.studies import storage_for
 
             self.storage = storage_for(settings.storage)
 
@@ -134,7 +134,7 @@ class Tuner:
 
     # ---- one bucket
     def _open(self, space: Space, budget: int) -> Any:
-        from tuner.studies import BucketStudy, study_name
+        from lpmpi.tune.studies import BucketStudy, study_name
 
         dtype = self.s.dtype.name + (f"+{self.s.acc_dtype}" if self.s.acc_dtype else "")
         name = study_name(space.collective, self.s.memory, self.nprocs, dtype, self.s.op,

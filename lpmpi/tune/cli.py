@@ -45,9 +45,9 @@ from lpmpi.bench import (
     sizes_arg,
 )
 from lpmpi.engine import COLLECTIVES, OPS
-from tuner.driver import Settings, StopRun, Tuner
-from tuner.report import BucketResult, Progress, summary
-from tuner.space import STAGING_CHOICES
+from lpmpi.tune.driver import Settings, StopRun, Tuner
+from lpmpi.tune.report import BucketResult, Progress, summary
+from lpmpi.tune.space import STAGING_CHOICES
 
 EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 2, 3, 130
 
@@ -414,9 +414,9 @@ def interrupted(comm: Any, grace_s: float = 2.0) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lpmpi-tune`` / ``python -m tuner``; returns the exit status.  Optuna is
-    imported once the arguments are parsed and checked: ``--help`` and usage errors work
-    without it, and a run without it ends with one line saying how to install it."""
+    """Entry point of ``lpmpi-tune`` / ``python -m lpmpi.tune``; returns the exit status.
+    Optuna is imported once the arguments are parsed and checked: ``--help`` and usage errors
+    work without it, and a run without it ends with one line saying how to install it."""
     comm = MPI.COMM_WORLD
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

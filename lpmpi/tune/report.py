@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from lpmpi.bench import format_bytes
-from tuner.space import Config
+from lpmpi.tune.space import Config
 
 
 @dataclass(frozen=True)
