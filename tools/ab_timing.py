@@ -5,7 +5,7 @@ so that a drift of the machine hits both alike, e.g.::
 
     for i in $(seq 6); do
       for pp in A B B A; do
-        PYTHONPATH=/path/to/build-$pp mpiexec -bind-to core -n 2 python docs/ab_timing.py
+        PYTHONPATH=/path/to/build-$pp mpiexec -bind-to core -n 2 python tools/ab_timing.py
       done
     done
 
@@ -16,9 +16,9 @@ mpi4py's ``comm.Allreduce`` (``mpi4py8``).  Compare the medians of the per-pair 
 Build both the same way (``pip install --target DIR .``): an editable build lays out and
 links differently and measured a few percent apart at 16-64 MiB on the same code.
 
-    python docs/ab_timing.py [--sizes 8,1K,64K,1M,16M,64M] [--algorithms lp,ring]
+    python tools/ab_timing.py [--sizes 8,1K,64K,1M,16M,64M] [--algorithms lp,ring]
 
-``python docs/ab_timing.py --summarize LOG`` reads the lines ``A RES {...}`` / ``B RES {...}``
+``python tools/ab_timing.py --summarize LOG`` reads the lines ``A RES {...}`` / ``B RES {...}``
 of a log (label each run's output with its build, in run order) and prints, per key, the
 median of the per-pair B/A ratios (the i-th A with the i-th B) and their quartiles.
 """

@@ -3,7 +3,7 @@
  * each design stripped to its copies and folds.  It answers: how fast could any implementation
  * of a design be here?  (docs/performance.md, issue 14, third round.)
  *
- *   gcc -O3 -march=native -o /tmp/floor_p2 docs/floor_p2.c && /tmp/floor_p2 1048576 131072 5
+ *   gcc -O3 -march=native -o /tmp/floor_p2 tools/floor_p2.c && /tmp/floor_p2 1048576 131072 5
  *
  * argv: message bytes, chunk bytes, rounds.  Each round times every design once (interleaved:
  * A B C D A B C D ...), ~1 GiB of message per design and round (at least 20 calls); printed: per design the median and

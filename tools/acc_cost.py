@@ -1,6 +1,6 @@
 """The cost of acc_dtype="float32": float16 allreduce with and without it, per algorithm.
 
-    OPENBLAS_NUM_THREADS=1 mpiexec -n 2 python docs/acc_cost.py [--sizes 1MiB,16MiB,64MiB]
+    OPENBLAS_NUM_THREADS=1 mpiexec -n 2 python tools/acc_cost.py [--sizes 1MiB,16MiB,64MiB]
         [--algorithms auto,lp,ring,be] [--rounds 7] [--json out.json]
 
 Each round times every (size, algorithm, plain|acc) once, interleaved, as the median of

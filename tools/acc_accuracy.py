@@ -1,6 +1,6 @@
 """Accuracy of float16 / bfloat16 sums with and without ``acc_dtype="float32"``, per algorithm.
 
-    mpiexec -n P python docs/acc_accuracy.py [--n 200000] [--json PATH]    # P = 2 .. 8
+    mpiexec -n P python tools/acc_accuracy.py [--n 200000] [--json PATH]    # P = 2 .. 8
 
 Every rank draws ``--n`` standard-normal gradients (seeded by rank; every rank regenerates all
 ranks' inputs, so each computes the reference itself), rounds them to the 16-bit type, and

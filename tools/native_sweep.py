@@ -1,7 +1,7 @@
 """Each MPI library's allreduce (or allgather, reduce_scatter) in every configuration a user can
 pick, against lpmpi's auto.
 
-    python docs/native_sweep.py --library mpich --python .venv/bin/python --mpiexec .venv/bin/mpiexec \\
+    python tools/native_sweep.py --library mpich --python .venv/bin/python --mpiexec .venv/bin/mpiexec \\
         [--collective allreduce|allgather|reduce_scatter] [--env K=V ...] \\
         [--sizes 4K,64K,1MiB,16MiB,64MiB] [--rounds 2] --out sweep.json
 
