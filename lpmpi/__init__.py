@@ -95,6 +95,11 @@ __all__ = [
     "waitall",
 ]
 
+# the collectives whose three functions the engine makes from their rows (lpmpi._core._forms):
+# alltoall, alltoallv, allgatherv, gather, scatter and their i- and _init forms
+globals().update(_core.BLOCK_FUNCTIONS)
+__all__ += sorted(_core.BLOCK_FUNCTIONS)
+
 IN_PLACE = MPI.IN_PLACE
 
 

@@ -24,6 +24,12 @@ cdef extern from "lpmpi.h" nogil:
         LP_BCAST
         LP_ALLGATHER
         LP_REDUCE_SCATTER
+        LP_ALLTOALL
+        LP_ALLTOALLV
+        LP_ALLGATHERV
+        LP_REDUCE_SCATTER_V
+        LP_GATHER
+        LP_SCATTER
         LP_MEM_HOST
         LP_MEM_CUDA
         LP_BFLOAT16
@@ -72,6 +78,25 @@ cdef extern from "lpmpi.h" nogil:
     int lp_request(lp_req_t **req, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
                    void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
                    size_t chunk_bytes, lp_mem_t mem, void *acc, lp_dtype_t acc_dt)
+    ctypedef struct lp_call_t:
+        lp_coll_t coll
+        MPI_Comm comm
+        const void *sbuf
+        void *rbuf
+        size_t count
+        lp_dtype_t dt
+        lp_op_t op
+        int root
+        int alg
+        size_t chunk_bytes
+        lp_mem_t mem
+        void *acc
+        lp_dtype_t acc_dt
+        const size_t *scounts
+        const size_t *sdispls
+        const size_t *rcounts
+        const size_t *rdispls
+    int lp_call_request(lp_req_t **req, int kind, const lp_call_t *call) nogil
     int lp_start(lp_req_t *req)
     int lp_test(lp_req_t *req, int *done)
     int lp_wait(lp_req_t *req)
@@ -89,8 +114,9 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_errwhere()
     const char *lp_coll_name(lp_coll_t coll)
     int lp_coll_traits(lp_coll_t coll, int *has_op, int *has_root, int *input, int *result,
-                       int *sblocks, int *rblocks, int *shm)
+                       int *sblocks, int *rblocks, int *shm, int *vcounts)
     const char *lp_coll_mpi_name(lp_coll_t coll)
+    const char *lp_coll_via(lp_coll_t coll)
     const char *lp_mem_name(lp_mem_t mem)
 
     int lp_comm_prepare(MPI_Comm comm, int *first_mismatch)
@@ -159,6 +185,7 @@ cdef extern from "lpmpi.h" nogil:
     int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
                             void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
                             size_t chunk_bytes, lp_mem_t mem, void *acc, lp_dtype_t acc_dt)
+    int lp_call_decision(lp_decision_t *out, const lp_call_t *call)
     int lp_check_local_error(MPI_Comm comm)
 
     int lp_cuda_built()

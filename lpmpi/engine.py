@@ -20,8 +20,12 @@ from typing import Any
 
 from lpmpi import _core
 
-#: the collectives, in the engine's order
-COLLECTIVES: tuple[str, ...] = tuple(_core.COLLECTIVES)
+#: every collective of the engine, in its order (the rows of src/registry.c lp_colls; a tuning
+#: table's rows name them)
+ENGINE_COLLECTIVES: tuple[str, ...] = tuple(_core.COLLECTIVES)
+#: the collectives a user calls by name (lpmpi.C, iC, C_init), in the engine's order; the
+#: others are called through one of these (reduce_scatter_v: reduce_scatter(..., counts=))
+COLLECTIVES: tuple[str, ...] = tuple(t["name"] for t in _core._coll_traits() if not t["via"])
 #: reduction op names, in the engine's order (the values of :class:`lpmpi.Op`)
 OPS: tuple[str, ...] = tuple(_core.OP_NAMES)
 #: element type names, in the engine's order
@@ -60,6 +64,31 @@ class Collective:
     recv_blocks: int    # blocks of the count in recvbuf: 1, or 0 for P
     mpi_name: str       # the MPI library's own collective: "MPI_Allreduce", ...
     ring_shm: bool      # its ring runs over the shared-memory transport (else single-copy reads only)
+    send_counts: bool = False   # sendbuf's blocks have per-rank counts (alltoallv, reduce_scatter_v)
+    recv_counts: bool = False   # recvbuf's blocks have per-rank counts (alltoallv, allgatherv)
+    via: str | None = None      # None, or the collective whose function calls it (its counts= form)
+
+    def params(self) -> tuple[list[str], list[str]]:
+        """(positional-or-keyword, keyword-only) parameter names of lpmpi's C, iC and C_init,
+        from the row: the buffers (with their per-rank counts), op, root, comm; then the
+        displacements, algorithm, chunk_bytes, acc_dtype (reductions), and the counts of the
+        collectives it calls (reduce_scatter's counts=)."""
+        both = self.send_counts and self.recv_counts
+        if not self.has_recvbuf:
+            pos = ["buf"]
+        elif both:
+            pos = ["sendbuf", "sendcounts", "recvbuf", "recvcounts"]
+        else:
+            pos = ["sendbuf", "recvbuf"] + (["counts"] if self.recv_counts else [])
+        pos += (["op"] if self.has_op else []) + (["root"] if self.has_root else []) + ["comm"]
+        kw = (["sdispls", "rdispls"] if both else ["displs"] if self.recv_counts else [])
+        kw += ["algorithm", "chunk_bytes"] + (["acc_dtype"] if self.takes_acc_dtype else [])
+        kw += [k for c in _COLLS.values() if c.via == self.name for k in c.counts_params()]
+        return pos, kw
+
+    def counts_params(self) -> list[str]:
+        """The parameters a collective called through another's function adds to it."""
+        return ["counts"] if self.via and (self.send_counts or self.recv_counts) else []
 
     @property
     def has_recvbuf(self) -> bool:
@@ -81,6 +110,11 @@ class Collective:
     def mpi4py_name(self) -> str:
         """mpi4py's method of the MPI collective: "Allreduce", "Reduce_scatter_block", ..."""
         return self.mpi_name.removeprefix("MPI_")
+
+    @property
+    def blocks(self) -> bool:
+        """True for a collective whose buffers hold a block per rank (not element-wise)."""
+        return self.send_blocks != 1 or self.recv_blocks != 1
 
     def lpmpi_args(self, send: Any, recv: Any, op: Any, root: int, comm: Any) -> tuple[Any, ...]:
         """The positional arguments of lpmpi's call of this collective (and of its i- and

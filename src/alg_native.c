@@ -206,6 +206,68 @@ static int reduce_scatter_p(const lp_piece_t *p, MPI_Request *q) {
 #define allgather_p NULL
 #define reduce_scatter_p NULL
 #endif
+/* the collectives that move blocks: in place, alltoall's and gather's sendbuf is MPI_IN_PLACE,
+ * scatter's recvbuf (its root's block stays in sendbuf, p->rb); the per-rank counts of the v
+ * collectives are MPI's int arrays (p->sc, sd, rc, rd) */
+#define SCATTER_ARGS(p) ((p)->s == MPI_IN_PLACE ? (const void *)(p)->rb : (p)->s), (p)->n, (p)->t, \
+    ((p)->s == MPI_IN_PLACE ? MPI_IN_PLACE : (p)->rb), (p)->n, (p)->t, (p)->root, (p)->comm
+static int alltoall_b(const lp_piece_t *p) { return MPI_Alltoall(p->s, p->n, p->t, p->rb, p->n, p->t, p->comm); }
+static int alltoall_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Ialltoall(p->s, p->n, p->t, p->rb, p->n, p->t, p->comm, q);
+}
+static int alltoallv_b(const lp_piece_t *p) {
+    return MPI_Alltoallv(p->s, p->sc, p->sd, p->t, p->rb, p->rc, p->rd, p->t, p->comm);
+}
+static int alltoallv_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Ialltoallv(p->s, p->sc, p->sd, p->t, p->rb, p->rc, p->rd, p->t, p->comm, q);
+}
+static int allgatherv_b(const lp_piece_t *p) {
+    return MPI_Allgatherv(p->s, p->n, p->t, p->rb, p->rc, p->rd, p->t, p->comm);
+}
+static int allgatherv_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Iallgatherv(p->s, p->n, p->t, p->rb, p->rc, p->rd, p->t, p->comm, q);
+}
+static int reduce_scatter_v_b(const lp_piece_t *p) { return MPI_Reduce_scatter(p->s, p->rb, p->sc, p->t, p->op, p->comm); }
+static int reduce_scatter_v_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Ireduce_scatter(p->s, p->rb, p->sc, p->t, p->op, p->comm, q);
+}
+static int gather_b(const lp_piece_t *p) { return MPI_Gather(p->s, p->n, p->t, p->rb, p->n, p->t, p->root, p->comm); }
+static int gather_nb(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Igather(p->s, p->n, p->t, p->rb, p->n, p->t, p->root, p->comm, q);
+}
+static int scatter_b(const lp_piece_t *p) { return MPI_Scatter(SCATTER_ARGS(p)); }
+static int scatter_nb(const lp_piece_t *p, MPI_Request *q) { return MPI_Iscatter(SCATTER_ARGS(p), q); }
+#if MPI_VERSION >= 4
+static int alltoall_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Alltoall_init(p->s, p->n, p->t, p->rb, p->n, p->t, p->comm, MPI_INFO_NULL, q);
+}
+static int alltoallv_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Alltoallv_init(p->s, p->sc, p->sd, p->t, p->rb, p->rc, p->rd, p->t, p->comm, MPI_INFO_NULL, q);
+}
+static int allgatherv_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Allgatherv_init(p->s, p->n, p->t, p->rb, p->rc, p->rd, p->t, p->comm, MPI_INFO_NULL, q);
+}
+static int reduce_scatter_v_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Reduce_scatter_init(p->s, p->rb, p->sc, p->t, p->op, p->comm, MPI_INFO_NULL, q);
+}
+static int gather_p(const lp_piece_t *p, MPI_Request *q) {
+    return MPI_Gather_init(p->s, p->n, p->t, p->rb, p->n, p->t, p->root, p->comm, MPI_INFO_NULL, q);
+}
+static int scatter_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Scatter_init(SCATTER_ARGS(p), MPI_INFO_NULL, q); }
+#else
+#define alltoall_p NULL
+#define alltoallv_p NULL
+#define allgatherv_p NULL
+#define reduce_scatter_v_p NULL
+#define gather_p NULL
+#define scatter_p NULL
+#endif
+const lp_native_calls_t lp_native_alltoall = {alltoall_b, alltoall_nb, alltoall_p};
+const lp_native_calls_t lp_native_alltoallv = {alltoallv_b, alltoallv_nb, alltoallv_p};
+const lp_native_calls_t lp_native_allgatherv = {allgatherv_b, allgatherv_nb, allgatherv_p};
+const lp_native_calls_t lp_native_reduce_scatter_v = {reduce_scatter_v_b, reduce_scatter_v_nb, reduce_scatter_v_p};
+const lp_native_calls_t lp_native_gather = {gather_b, gather_nb, gather_p};
+const lp_native_calls_t lp_native_scatter = {scatter_b, scatter_nb, scatter_p};
 const lp_native_calls_t lp_native_allreduce = {allreduce_b, allreduce_nb, allreduce_p};
 const lp_native_calls_t lp_native_allgather = {allgather_b, allgather_nb, allgather_p};
 const lp_native_calls_t lp_native_reduce_scatter = {reduce_scatter_b, reduce_scatter_nb, reduce_scatter_p};
@@ -221,14 +283,50 @@ static size_t pieces_of(const lp_args_t *a) {
     size_t bytes = a->count * a->esize;
     return whole(a) && bytes ? bytes : lp_piece_bytes(a);
 }
+/* the bytes of its one lane: a collective with per-rank counts is one call whatever its count
+ * (alltoallv's is 0: every rank calls MPI's, whatever its own counts) */
+static size_t lane_bytes(const lp_args_t *a) {
+    return lp_traits(a->coll)->vcounts ? 1 : a->count * a->esize;
+}
 
 static const lp_xport_t xport;
+/* reduce_scatter_v in place: MPICH 5.0.2's MPI_Reduce_scatter with MPI_IN_PLACE and unequal
+ * counts copies rank r's block to the buffer's start with an overlapping memcpy (its yaksa pack
+ * asserts "memcpy argument memory ranges overlap" and aborts, P = 2, counts [n, n + 3]); so
+ * in place it runs out of place into scratch (this rank's block), copied to the start after */
+static size_t held(const lp_args_t *a) {
+    size_t off, len;
+    if (a->sbuf != a->rbuf || lp_traits(a->coll)->vcounts != LP_V_SEND) return 0;
+    lp_recv_part(a, a->rank, &off, &len);
+    return len * a->esize;
+}
+/* what the library's call reads and writes (the same pointer: in place) */
+static void bufs(lp_req_t *r, const lp_args_t *a, const char **s, char **rb) {
+    *s = a->sbuf;
+    *rb = held(a) ? lp_req_area(r, LP_AREA_WORK) : a->rbuf;
+}
+
+static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    p->nphases = 1;
+    p->work = held(a);
+    return LP_OK;
+}
+
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
-    size_t bytes = a->count * a->esize, pb = pieces_of(a);
-    lp_lane_t *nat = lp_lane_native(r, a, &xport, a->sbuf, a->rbuf, bytes, pb);
-    if (lp_on(lp_traits(a->coll)->result, a->rank, a->root))   /* AVG's division (else no lane) */
-        lp_lane_after(lp_lane_scale(r, a, a->rbuf, bytes, pb), nat, 0);
+    size_t bytes = lane_bytes(a), pb = whole(a) ? bytes : pieces_of(a);
+    const char *s;
+    char *rb;
+    bufs(r, a, &s, &rb);
+    lp_lane_t *nat = lp_lane_native(r, a, &xport, s, rb, bytes, pb), *last = nat;
+    if (held(a)) lp_lane_after(last = lp_lane_copy(r, a, a->rbuf, rb, held(a), 0), nat, LP_ALL);
+    if (lp_on(lp_traits(a->coll)->result, a->rank, a->root) && lp_traits(a->coll)->has_op) {
+        size_t off, len;                                   /* AVG's division (else no lane) */
+        lp_recv_part(a, a->rank, &off, &len);
+        lp_lane_after(lp_lane_scale(r, a, a->rbuf, len * a->esize, whole(a) ? 0 : pb), last,
+                      whole(a) ? LP_ALL : 0);
+    }
     return LP_OK;
 }
 
@@ -245,15 +343,24 @@ static int piece(const lp_args_t *a, const lp_lane_t *l, size_t k, lp_piece_t *p
     size_t off = k * l->cb, len = l->bytes - off < l->cb ? l->bytes - off : l->cb;
     if (whole(a)) {                   /* count elements per block, one call */
         int rc = LP_OK;
-        if (a->count > (size_t)INT_MAX)
-            return LP_FAIL(LP_ERR_ARG, "native %s: blocks of more than %d elements need several "
-                           "MPI calls (not implemented): use algorithm=\"ring\"", T->name, INT_MAX);
+        if (T->vcounts ? !a->vint : a->count > (size_t)INT_MAX)
+            return LP_FAIL(LP_ERR_ARG, "native %s: blocks or displacements of more than %d elements "
+                           "need several MPI calls (not implemented): use another algorithm",
+                           T->name, INT_MAX);
+        if (T->vcounts) {             /* MPI's int arrays; allgatherv sends its own count */
+            const int P = a->size;
+            pc->sc = a->vint;
+            pc->sd = a->vint + P;
+            pc->rc = a->vint + 2 * P;
+            pc->rd = a->vint + 3 * P;
+            pc->n = (T->vcounts & LP_V_RECV) ? pc->rc[a->rank] : pc->sc[a->rank];
+        }
         if (T->has_op) rc = native_pair(a->dt, a->op, &pc->t, &pc->op);
         else if ((pc->t = builtin_type(a->dt)) == MPI_DATATYPE_NULL && (rc = user_init()) == LP_OK)
             pc->t = user_type[a->dt];
-        pc->n = (int)a->count;
-        pc->rb = a->rbuf;
-        pc->s = a->sbuf == a->rbuf ? MPI_IN_PLACE : (const void *)a->sbuf;
+        if (!T->vcounts) pc->n = (int)a->count;
+        pc->rb = l->r[1].base;
+        pc->s = l->r[0].base == l->r[1].base ? MPI_IN_PLACE : (const void *)l->r[0].base;
         return rc;
     }
     if (!T->has_op) {                 /* data moves as it is: bytes */
@@ -312,9 +419,14 @@ static int init(lp_req_t *r, const lp_args_t *a) {
      * (mpi4py alone: docs/results/issue26/impi_persistent_allgather.py): there, each start
      * issues MPI_Iallgather instead */
     if (a->coll == LP_ALLGATHER && library() == MPI_INTEL) return LP_OK;
-    size_t bytes = a->count * a->esize, pb = pieces_of(a), n = (bytes + pb - 1) / pb;
+    size_t bytes = lane_bytes(a), pb = whole(a) ? bytes : pieces_of(a), n = (bytes + pb - 1) / pb;
     MPI_Request *pr;
     lp_lane_t l = {.a = a, .bytes = bytes, .cb = pb};
+    const char *s;
+    char *rb;
+    bufs(r, a, &s, &rb);
+    lp_lane_region(&l, 0, s);
+    lp_lane_region(&l, 1, rb);
     lp_piece_t pc;
     LP_TRY(lp_req_alloc_persistent(r, n, &pr));
     for (size_t k = 0; k < n; k++) {
@@ -328,4 +440,4 @@ cleanup:
 static const lp_xport_t xport = {.name = "native", .issue = issue};
 
 /* one schedule for every collective: its row's calls */
-const lp_sched_t lp_sched_native = {lp_plan_one_phase, phase, host_only, init, NULL};
+const lp_sched_t lp_sched_native = {plan, phase, host_only, init, NULL};

@@ -48,28 +48,27 @@
 #include "internal.h"
 
 typedef struct {
-    size_t count;       /* allreduce: the whole buffer (near-equal blocks); else one block */
-    int uniform;        /* blocks of `count` elements each (reduce_scatter, allgather) */
+    const lp_args_t *a;
+    size_t count;       /* allreduce: the whole buffer (near-equal blocks) */
+    int uniform;        /* a block per rank (reduce_scatter, allgather, their v forms: lp_ring_block) */
     int shift;          /* the block rank index i owns: i + shift */
+    size_t maxblk;      /* elements of the largest block */
 } view_t;
 
 static view_t view_of(const lp_args_t *a) {
-    return lp_per_rank_blocks(a->coll) ? (view_t){a->count, 1, 0} : (view_t){a->count, 0, 1};
+    return lp_per_rank_blocks(a->coll) ? (view_t){a, a->count, 1, 0, lp_block_max(a)}
+                                       : (view_t){a, a->count, 0, 1, a->count / (size_t)a->size + 1};
 }
 
 /* block b of the view: elements [*off, *off + *len) of a P-block buffer */
 static void block(const view_t *v, int P, int b, size_t *off, size_t *len) {
     b = ((b % P) + P) % P;
-    if (v->uniform) {
-        *off = (size_t)b * v->count;
-        *len = v->count;
-    } else {
-        lp_block(v->count, P, b, off, len);
-    }
+    if (v->uniform) lp_ring_block(v->a, b, off, len);
+    else lp_block(v->count, P, b, off, len);
 }
 
 static size_t window(const lp_args_t *a, const view_t *v) {   /* slots: chunks of the largest block */
-    size_t ce = a->chunk_elems, blk = v->uniform ? v->count : v->count / (size_t)a->size + 1;
+    size_t ce = a->chunk_elems, blk = v->maxblk;
     size_t K = (blk + ce - 1) / ce;
     return a->window < K ? a->window : (K ? K : 1);
 }
@@ -85,7 +84,7 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     p->nphases = (has_rs(a) ? P : 0) + (has_ag(a) ? P - 1 : 0);
     p->narrows = a->acc != NULL;
     p->work = has_rs(a) ? window(a, &v) * a->chunk_elems * a->esize : 0;
-    if (has_rs(a) && !has_ag(a)) p->work += 2 * v.count * a->esize;   /* reduce_scatter's partials */
+    if (has_rs(a) && !has_ag(a)) p->work += 2 * v.maxblk * a->esize;   /* reduce_scatter's partials */
     return LP_OK;
 }
 
@@ -107,8 +106,8 @@ static void rs_step(lp_req_t *r, const lp_args_t *a, const view_t *v, int s) {
     const char *src;
     char *dst;
     if (v->uniform) {
-        src = s == 0 ? a->sbuf + soff * es : part + (size_t)((s - 1) & 1) * v->count * es;
-        dst = s == P - 2 ? a->rbuf : part + (size_t)(s & 1) * v->count * es;
+        src = s == 0 ? a->sbuf + soff * es : part + (size_t)((s - 1) & 1) * v->maxblk * es;
+        dst = s == P - 2 ? a->rbuf : part + (size_t)(s & 1) * v->maxblk * es;
     } else {
         src = (s == 0 ? a->sbuf : a->rbuf) + soff * es;
         dst = a->rbuf + roff * es;
@@ -154,8 +153,10 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         }
         if (i == P - 1) {                              /* my block is final */
             size_t off, len;
-            if (v.uniform) lp_lane_finish(r, a, 0, v.count);
-            else {
+            if (v.uniform) {
+                lp_recv_part(a, a->rank, &off, &len);  /* my block, the whole recvbuf */
+                lp_lane_finish(r, a, 0, len);
+            } else {
                 block(&v, P, lp_ring_index(a) + v.shift, &off, &len);
                 lp_lane_finish(r, a, off, len);        /* acc_dtype: rounded once, here */
             }

@@ -49,7 +49,7 @@ static int xch_phases(int P) { return (P - 1 + XCH - 1) / XCH; }
 static int uniform(const lp_args_t *a) { return lp_per_rank_blocks(a->coll); }
 static int reduces(const lp_args_t *a) { return lp_traits(a->coll)->has_op; }
 static size_t slot_bytes(const lp_args_t *a) {
-    size_t b = (uniform(a) ? a->count : a->count / (size_t)a->size + 1) * a->esize;
+    size_t b = (uniform(a) ? lp_block_max(a) : a->count / (size_t)a->size + 1) * a->esize;
     size_t cb = a->chunk_elems * a->esize;
     return cb < b ? cb : b;
 }
@@ -80,7 +80,9 @@ static int stages(const lp_args_t *a, int st[6]) {
 static int exchanging(int st) { return st == ST_HELLO || st == ST_MID || st == ST_END; }
 /* reduce_scatter in place: its result waits here until every peer has read its input */
 static size_t held_bytes(const lp_args_t *a) {
-    return reduces(a) && uniform(a) && a->sbuf == a->rbuf ? a->count * a->esize : 0;
+    size_t off, len;
+    lp_recv_part(a, a->rank, &off, &len);
+    return reduces(a) && uniform(a) && a->sbuf == a->rbuf ? len * a->esize : 0;
 }
 /* work area: [addresses of every rank: P addr_t][mine][exchange bytes: 2 P][2 slots] */
 static addr_t *table(lp_req_t *r) { return (addr_t *)lp_req_area(r, LP_AREA_WORK); }
@@ -123,6 +125,10 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     switch (st[k]) {
     case ST_HELLO:                                     /* my addresses to everyone */
         t[P] = (addr_t){(char *)a->sbuf, a->rbuf};
+        if (!reduces(a) && a->sbuf == a->rbuf) {       /* allgather in place: my block's place */
+            lp_recv_part(a, me, &off, &len);
+            t[P].sbuf = a->rbuf + off * es;
+        }
         exchange(r, a, g, &t[P], t, sizeof(addr_t));
         break;
     case ST_MID:                                       /* my block is final (reduce_scatter: */
@@ -147,11 +153,11 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         break;
     }
     case ST_GATHER: {                                  /* every other block */
-        lp_lane_t *l = lp_lane_xport(r, a, &xport, CMA_GATHER, a->rbuf,
-                                   a->count * es * (uniform(a) ? (size_t)P : 1), 0);
+        lp_lane_t *l = lp_lane_xport(r, a, &xport, CMA_GATHER, a->rbuf, 1, 0);
         lp_lane_region(l, 3, (char *)t);
-        if (!reduces(a) && a->sbuf != a->rbuf)         /* allgather: and my own */
-            lp_lane_copy(r, a, a->rbuf + (size_t)me * a->count * es, a->sbuf, a->count * es, 0);
+        lp_recv_part(a, me, &off, &len);
+        if (!reduces(a) && a->sbuf != a->rbuf && len)  /* allgather: and my own */
+            lp_lane_copy(r, a, a->rbuf + off * es, a->sbuf, len * es, 0);
         break;
     }
     }
@@ -216,9 +222,9 @@ static int gather(const lp_lane_t *l) {
         int p = (me + j) % P;
         size_t off, len;
         lp_ring_block(a, lp_ring_block_of(a, p), &off, &len);
-        /* allreduce: the owner's result; allgather: the peer's input (in place: at its place) */
-        const char *src = !reduces(a) && t[p].sbuf != t[p].rbuf ? t[p].sbuf
-                                                                            : t[p].rbuf + off * a->esize;
+        /* allreduce: the owner's result; allgather: the peer's input (in place: at its place,
+         * which its hello named) */
+        const char *src = !reduces(a) ? t[p].sbuf : t[p].rbuf + off * a->esize;
         if (len) LP_TRY(lp_cma_read(a->pids[p], a->rbuf + off * a->esize, src, len * a->esize));
     }
 cleanup:

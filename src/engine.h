@@ -139,8 +139,9 @@ typedef struct {
     int transport;            /* LP_TP_* asked for (an even number of ints: no padding, memcmp) */
     size_t count, chunk, window, staging;
     const lp_devops_t *dev;
+    uint64_t vhash;           /* per-rank counts: a hash of them (0: none) */
 } lp_plan_key_t;
-_Static_assert(sizeof(lp_plan_key_t) == 10 * sizeof(int) + 4 * sizeof(size_t) + sizeof(void *),
+_Static_assert(sizeof(lp_plan_key_t) == 10 * sizeof(int) + 4 * sizeof(size_t) + sizeof(void *) + 8,
                "lp_plan_key_t is compared with memcmp: it must have no padding");
 
 enum { LP_HOST_LEN = 64 };
@@ -149,6 +150,8 @@ struct lp_req {
     /* the call */
     lp_args_t a;              /* what its schedule sees */
     lp_args_t h;              /* whole-buffer staging: the host copies' arguments */
+    size_t *vbuf;             /* per-rank counts: the call's copies (a.scounts ...), then a.vint */
+    size_t vcap;              /* bytes of vbuf */
     const lp_sched_t *sched;  /* a's schedule (or the staging wrapper around `inner`) */
     const lp_sched_t *inner;
     lp_ctx_t *ctx;

@@ -36,7 +36,13 @@ typedef struct lp_args {
     const char *sbuf;       /* data contributed by this rank (bcast: the buffer) */
     char *rbuf;             /* result (reduce: root only, NULL elsewhere) */
     size_t count;           /* elements of a block (lp_colls[coll].sblocks / rblocks say how many
-                               blocks each buffer holds) */
+                               blocks each buffer holds); with per-rank counts (lp_call_t): the
+                               P-block buffer's elements (alltoallv: 0) */
+    /* per-rank counts (lp_call_t; the request's copies): sendbuf's / recvbuf's P blocks, NULL
+     * where that buffer's blocks are `count` elements each (lp_block_at reads them); vint: the
+     * same as MPI's int arrays (sc, sd, rc, rd: P each; NULL where a value passes INT_MAX) */
+    const size_t *scounts, *sdispls, *rcounts, *rdispls;
+    const int *vint;
     lp_dtype_t dt;
     size_t esize;           /* bytes per element */
     lp_op_t op;
@@ -156,6 +162,7 @@ typedef struct {
     MPI_Op op;
     int root;
     MPI_Comm comm;
+    const int *sc, *sd, *rc, *rd;   /* per-rank counts and displacements (v collectives) */
 } lp_piece_t;
 typedef struct {                /* the MPI library's calls of one collective, on one piece */
     int (*blocking)(const lp_piece_t *p);
@@ -174,21 +181,62 @@ typedef struct {
     const lp_native_calls_t *native;
     unsigned char shm;          /* its ring runs over the shared-memory segment (alg_ring_shm.c)
                                    where the decision asks; single-copy reads serve every ring */
+    unsigned char vcounts;      /* per-rank counts (lp_call_t): LP_V_RECV, LP_V_SEND, both; 0 none */
+    const char *via;            /* NULL: called by its own name; else the collective whose
+                                   function calls it (reduce_scatter_v: reduce_scatter(counts=)) */
 } lp_coll_traits_t;
+enum { LP_V_RECV = 1, LP_V_SEND = 2 };
 extern const lp_coll_traits_t lp_colls[LP_NCOLLS];
 static inline const lp_coll_traits_t *lp_traits(lp_coll_t c) { return &lp_colls[c]; }
 /* does this rank (of a call's arguments) bring data / get the result written? */
 static inline int lp_on(int which, int rank, int root) {
     return which == LP_ON_ALL || (which == LP_ON_ROOT) == (rank == root);
 }
-/* 1 where a buffer holds a block per rank (allgather, reduce_scatter), 0 where both hold the
- * message (element-wise collectives: allreduce, reduce, bcast) */
+/* 1 where a buffer holds a block per rank (allgather, reduce_scatter, ...), 0 where both hold
+ * the message (element-wise collectives: allreduce, reduce, bcast) */
 static inline int lp_per_rank_blocks(lp_coll_t c) { return lp_colls[c].sblocks != 1 || lp_colls[c].rblocks != 1; }
-/* the bytes of a call's sendbuf (recv = 0) or recvbuf (recv = 1): its blocks of `count` elements */
+/* the bytes of a call's sendbuf (recv = 0) or recvbuf (recv = 1): its blocks of `count` elements
+ * (per-rank counts: `count` is already the P blocks') */
 static inline size_t lp_buf_bytes(lp_coll_t c, size_t count, size_t esize, int P, int recv) {
+    if (lp_colls[c].vcounts) return count * esize;
     size_t b = recv ? lp_colls[c].rblocks : lp_colls[c].sblocks;
     return count * esize * (b ? b : (size_t)P);
 }
+/* block b (a rank) of a call's sendbuf (recv = 0) or recvbuf (recv = 1), in elements: a buffer
+ * of P blocks: block b, by its per-rank counts or `count` each; a buffer of one block: all of it
+ * (this rank's count of the other side's counts where they are per rank) */
+static inline void lp_block_at(const lp_args_t *a, int recv, int b, size_t *off, size_t *len) {
+    const lp_coll_traits_t *T = &lp_colls[a->coll];
+    const size_t *cnt = recv ? a->rcounts : a->scounts, *dsp = recv ? a->rdispls : a->sdispls;
+    if (cnt) { *off = dsp[b]; *len = cnt[b]; return; }
+    if ((recv ? T->rblocks : T->sblocks) == 0) { *off = (size_t)b * a->count; *len = a->count; return; }
+    const size_t *other = recv ? a->scounts : a->rcounts;
+    *off = 0;
+    *len = other ? other[a->rank] : a->count;
+}
+/* the largest block of the P-block buffer (ring's partial blocks and slots) */
+static inline size_t lp_block_max(const lp_args_t *a) {
+    const size_t *cnt = a->rcounts ? a->rcounts : a->scounts;
+    if (!cnt) return a->count;
+    size_t m = 0;
+    for (int i = 0; i < a->size; i++) m = cnt[i] > m ? cnt[i] : m;
+    return m;
+}
+/* does rank i send to rank j in a collective that moves blocks between pairs (alltoall, gather,
+ * scatter, allgather: alg_direct.c)? Its input goes to the ranks that get a result, through the
+ * root where there is one */
+static inline int lp_sends_to(const lp_args_t *a, int i, int j) {
+    const lp_coll_traits_t *T = &lp_colls[a->coll];
+    return i != j && lp_on(T->input, i, a->root) && lp_on(T->result, j, a->root) &&
+           (!T->has_root || i == a->root || j == a->root);
+}
+/* a collective whose count does not say whether a call moves anything (alltoallv: every rank
+ * has its own counts; its count is 0 by convention, lp_call_t) */
+static inline int lp_count_keyless(lp_coll_t c) { return lp_colls[c].vcounts == (LP_V_SEND | LP_V_RECV); }
+static inline int lp_args_counted(const lp_args_t *a) { return lp_count_keyless(a->coll); }
+/* what this rank sends to rank p (elements of its sendbuf) and receives from p (of its recvbuf) */
+static inline void lp_send_part(const lp_args_t *a, int p, size_t *off, size_t *len) { lp_block_at(a, 0, p, off, len); }
+static inline void lp_recv_part(const lp_args_t *a, int p, size_t *off, size_t *len) { lp_block_at(a, 1, p, off, len); }
 /* the node-local rings' P blocks (alg_ring_cma.c, alg_ring_shm.c): allreduce's near-equal blocks
  * of its one buffer, block b owned by rank b - 1 (ring's); reduce_scatter's and allgather's
  * blocks of `count` elements, block r rank r's.  Offsets in elements of the P-block buffer. */
@@ -197,8 +245,7 @@ static inline int lp_ring_block_of(const lp_args_t *a, int rank) {
 }
 static inline void lp_ring_block(const lp_args_t *a, int b, size_t *off, size_t *len) {
     if (lp_per_rank_blocks(a->coll)) {
-        *off = (size_t)b * a->count;
-        *len = a->count;
+        lp_block_at(a, lp_colls[a->coll].rblocks == 0, b, off, len);   /* the P-block buffer */
     } else {
         lp_block(a->count, a->size, b, off, len);
     }
@@ -226,6 +273,7 @@ void lp_traffic_lp_blocks(lp_traffic_t *t, lp_coll_t coll, int P, int root, doub
 void lp_traffic_ring(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
 void lp_traffic_mst(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
 void lp_traffic_be(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
+void lp_traffic_direct(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);   /* pairs */
 
 /* one entry of the single algorithm registry (registry.c) */
 typedef struct {
@@ -237,6 +285,9 @@ typedef struct {
     const lp_sched_t *staged;   /* its own schedule on the STAGED transport; NULL: whole-buffer
                                    staging around sched (lp_sched_stage_whole) */
     lp_traffic_fn traffic;      /* its pattern between nodes (the model's network term) */
+    /* its schedules over the node-local transports (NULL: none): the decision resolves the
+     * transport once (request.c) and the request runs the schedule it names */
+    const lp_sched_t *cma, *shm;
 } lp_algo_t;
 
 extern const lp_algo_t lp_algos[];
@@ -250,6 +301,9 @@ extern const lp_sched_t lp_sched_allreduce_be, lp_sched_reduce_be, lp_sched_bcas
     lp_sched_allgather_be, lp_sched_reduce_scatter_be;
 extern const lp_sched_t lp_sched_ring;
 extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-local transport */
+/* blocks between pairs (alg_direct.c): alltoall(v)'s pairwise exchange, gather's and scatter's
+ * linear one, over MPI or single-copy reads */
+extern const lp_sched_t lp_sched_direct, lp_sched_direct_cma;
 int lp_cma_read(int pid, void *local, const void *remote, size_t len);
 /* the shared-memory segment of a one-node communicator's ranks (alg_ring_shm.c): P regions of
  * `stride` bytes (three counters, then two slots of `slot` bytes) mapped at base */
@@ -290,7 +344,8 @@ size_t lp_shm_rounds(const lp_args_t *a);
 extern long lp_spin_ns;
 extern const lp_sched_t lp_sched_native;
 extern const lp_native_calls_t lp_native_allreduce, lp_native_reduce, lp_native_bcast,
-    lp_native_allgather, lp_native_reduce_scatter;
+    lp_native_allgather, lp_native_reduce_scatter, lp_native_alltoall, lp_native_alltoallv,
+    lp_native_allgatherv, lp_native_reduce_scatter_v, lp_native_gather, lp_native_scatter;
 
 /* the memory areas a plan asked for (valid while the request lives) */
 enum { LP_AREA_WORK = 0, LP_AREA_PINNED = 1, LP_AREA_DEVICE = 2 };

@@ -51,15 +51,22 @@ typedef enum {
     LP_NOPS
 } lp_op_t;
 
-typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_ALLGATHER, LP_REDUCE_SCATTER, LP_NCOLLS } lp_coll_t;
+/* the collectives, in the order of their rows (registry.c: lp_colls); reduce_scatter_v is
+ * MPI_Reduce_scatter (counts per rank), which lpmpi's reduce_scatter(..., counts=) calls */
+typedef enum { LP_ALLREDUCE = 0, LP_REDUCE, LP_BCAST, LP_ALLGATHER, LP_REDUCE_SCATTER, LP_ALLTOALL,
+               LP_ALLTOALLV, LP_ALLGATHERV, LP_REDUCE_SCATTER_V, LP_GATHER, LP_SCATTER,
+               LP_NCOLLS } lp_coll_t;
 const char *lp_coll_name(lp_coll_t coll);   /* "allreduce", "reduce", "bcast", "allgather", ... */
 /* a collective's row (registry.c): reduces, has a root, which ranks bring data and get the
  * result (0 all, 1 the root, 2 all but the root), blocks of `count` elements in sendbuf and
- * recvbuf (0: P), its ring runs over the shared-memory transport; LP_ERR_ARG for an unknown
- * collective */
+ * recvbuf (0: P), its ring runs over the shared-memory transport, its blocks have per-rank
+ * counts (lp_call_t: 1 recvbuf's, 2 sendbuf's, 3 both); LP_ERR_ARG for an unknown collective */
 int lp_coll_traits(lp_coll_t coll, int *has_op, int *has_root, int *input, int *result,
-                   int *sblocks, int *rblocks, int *shm);
+                   int *sblocks, int *rblocks, int *shm, int *vcounts);
 const char *lp_coll_mpi_name(lp_coll_t coll);   /* the MPI library's own: "MPI_Allreduce", ... */
+/* "" for a collective called by its own name, else the collective whose function calls it
+ * (reduce_scatter_v: lpmpi.reduce_scatter(..., counts=)) */
+const char *lp_coll_via(lp_coll_t coll);
 
 /* memory kind of the user's buffers: the seam for device memory */
 typedef enum { LP_MEM_HOST = 0, LP_MEM_CUDA = 1, LP_NMEMS } lp_mem_t;
@@ -140,6 +147,31 @@ enum { LP_REQ_BLOCKING = 0, LP_REQ_NONBLOCKING = 1, LP_REQ_PERSISTENT = 2 };
 int lp_request(lp_req_t **req, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf,
                void *rbuf, size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg,
                size_t chunk_bytes, lp_mem_t mem, void *acc, lp_dtype_t acc_dt);
+/* The call record (the one form every binding fills: lpmpi's Message, the XLA handlers): the
+ * arguments of lp_request, and for the collectives whose blocks have per-rank counts
+ * (lp_coll_traits' vcounts) their counts and displacements, in elements:
+ *   scounts, sdispls   sendbuf's P blocks (alltoallv; reduce_scatter_v: the counts, packed),
+ *   rcounts, rdispls   recvbuf's P blocks (alltoallv, allgatherv), else NULL;
+ * the buffer with one block holds this rank's count of the other side.  count: elements of
+ * one block for the other collectives; for allgatherv and reduce_scatter_v the sum of the
+ * counts (the same on every rank: the decision's key); 0 for alltoallv (its counts differ
+ * between ranks, so its decision is keyed by P alone).  The request copies the counts. */
+typedef struct {
+    lp_coll_t coll;
+    MPI_Comm comm;
+    const void *sbuf;
+    void *rbuf;
+    size_t count;
+    lp_dtype_t dt;
+    lp_op_t op;
+    int root, alg;
+    size_t chunk_bytes;
+    lp_mem_t mem;
+    void *acc;
+    lp_dtype_t acc_dt;
+    const size_t *scounts, *sdispls, *rcounts, *rdispls;
+} lp_call_t;
+int lp_call_request(lp_req_t **req, int kind, const lp_call_t *call);
 int lp_start(lp_req_t *req);
 int lp_test(lp_req_t *req, int *done);
 int lp_wait(lp_req_t *req);
@@ -323,6 +355,7 @@ typedef struct {
 int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
                         size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
                         lp_mem_t mem, void *acc, lp_dtype_t acc_dt);
+int lp_call_decision(lp_decision_t *out, const lp_call_t *call);
 
 /* ---- device memory (device.c) ----
  * A build with CUDA (nvcc found: LPMPI_HAVE_CUDA) accepts LP_MEM_CUDA buffers; device memory

@@ -146,12 +146,26 @@ static double cost_reduce_scatter_be(const lp_model_t *m, int P, double n, doubl
            (q == P ? 0 : 2 * m->alpha + (n + n / P) * m->beta + n * m->gamma);
 }
 
+/* blocks between pairs (alg_direct.c; n: the P blocks' bytes of the rank that sends or gets
+ * the most, as nccl-tests counts alltoall): pairwise exchange P - 1 messages each way of n/P
+ * bytes; gather's root receives and scatter's root sends P - 1 blocks.  native: MPICH's Bruck
+ * (small blocks) or scattered / pairwise exchange: fewer latencies (log P with half lpmpi's
+ * per-message cost, as cost_native_small), the same bytes */
+static double cost_direct(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    return (P - 1) * m->alpha + (P - 1) * n / P * m->beta;
+}
+static double cost_direct_native(const lp_model_t *m, int P, double n, double c) {
+    (void)c;
+    return lg(P) * m->alpha * 0.5 + (P - 1) * n / P * m->beta;
+}
+
 const lp_algo_t lp_algos[] = {
     /* name      collective     chunked  schedule                    cost                   staged schedule, pattern between nodes (traffic.c) */
     {"lp",     LP_ALLREDUCE, 1, &lp_sched_lp,               cost_allreduce_lp, &lp_sched_lp_staged, lp_traffic_lp},
     {"mst",    LP_ALLREDUCE, 0, &lp_sched_allreduce_mst,    cost_allreduce_mst, NULL, lp_traffic_mst},
     {"be",     LP_ALLREDUCE, 0, &lp_sched_allreduce_be,     cost_allreduce_be, NULL, lp_traffic_be},
-    {"ring",   LP_ALLREDUCE, 1, &lp_sched_ring,             cost_allreduce_ring, NULL, lp_traffic_ring},
+    {"ring",   LP_ALLREDUCE, 1, &lp_sched_ring,             cost_allreduce_ring, NULL, lp_traffic_ring, &lp_sched_ring_cma, &lp_sched_ring_shm},
     {"native", LP_ALLREDUCE, 0, &lp_sched_native,           cost_allreduce_native, NULL, lp_traffic_be},
     {"lp",     LP_REDUCE,    1, &lp_sched_lp,               cost_reduce_lp, &lp_sched_lp_staged, lp_traffic_lp},
     {"mst",    LP_REDUCE,    0, &lp_sched_reduce_mst,       cost_reduce_mst, NULL, lp_traffic_mst},
@@ -164,12 +178,25 @@ const lp_algo_t lp_algos[] = {
     /* be before lp and ring: the model's ties at P = 2 go to the first (select.c) */
     {"be",     LP_ALLGATHER, 0, &lp_sched_allgather_be,     cost_allgather_be, NULL, lp_traffic_be},
     {"lp",     LP_ALLGATHER, 1, &lp_sched_allgather_lp,     cost_allgather_lp, NULL, lp_traffic_lp_blocks},
-    {"ring",   LP_ALLGATHER, 1, &lp_sched_ring,             cost_allgather_ring, NULL, lp_traffic_ring},
+    {"ring",   LP_ALLGATHER, 1, &lp_sched_ring,             cost_allgather_ring, NULL, lp_traffic_ring, &lp_sched_ring_cma, &lp_sched_ring_shm},
     {"native", LP_ALLGATHER, 0, &lp_sched_native,           cost_allgather_native, NULL, lp_traffic_be},
     {"lp",     LP_REDUCE_SCATTER, 1, &lp_sched_reduce_scatter_lp, cost_reduce_scatter_lp, NULL, lp_traffic_lp_blocks},
-    {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL, lp_traffic_ring},
+    {"ring",   LP_REDUCE_SCATTER, 1, &lp_sched_ring,        cost_reduce_scatter_ring, NULL, lp_traffic_ring, &lp_sched_ring_cma, &lp_sched_ring_shm},
     {"be",     LP_REDUCE_SCATTER, 0, &lp_sched_reduce_scatter_be, cost_reduce_scatter_be, NULL, lp_traffic_be},
     {"native", LP_REDUCE_SCATTER, 0, &lp_sched_native,      cost_reduce_scatter_native, NULL, lp_traffic_be},
+    /* native first: the model's ties go to the first (select.c) */
+    {"native", LP_ALLTOALL,  0, &lp_sched_native,           cost_direct_native, NULL, lp_traffic_direct},
+    {"pairwise", LP_ALLTOALL, 0, &lp_sched_direct,          cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
+    {"native", LP_ALLTOALLV, 0, &lp_sched_native,           cost_direct_native, NULL, lp_traffic_direct},
+    {"pairwise", LP_ALLTOALLV, 0, &lp_sched_direct,         cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
+    {"native", LP_ALLGATHERV, 0, &lp_sched_native,          cost_allgather_native, NULL, lp_traffic_be},
+    {"ring",   LP_ALLGATHERV, 1, &lp_sched_ring,            cost_allgather_ring, NULL, lp_traffic_ring, &lp_sched_ring_cma, NULL},
+    {"native", LP_REDUCE_SCATTER_V, 0, &lp_sched_native,    cost_reduce_scatter_native, NULL, lp_traffic_be},
+    {"ring",   LP_REDUCE_SCATTER_V, 1, &lp_sched_ring,      cost_reduce_scatter_ring, NULL, lp_traffic_ring, &lp_sched_ring_cma, NULL},
+    {"native", LP_GATHER,    0, &lp_sched_native,           cost_direct_native, NULL, lp_traffic_direct},
+    {"linear", LP_GATHER,    0, &lp_sched_direct,           cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
+    {"native", LP_SCATTER,   0, &lp_sched_native,           cost_direct_native, NULL, lp_traffic_direct},
+    {"linear", LP_SCATTER,   0, &lp_sched_direct,           cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
 
@@ -178,9 +205,9 @@ int lp_algo_count(void) { return lp_nalgos; }
 const char *lp_algo_name(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].name : "?"; }
 int lp_algo_coll(int i) { return i >= 0 && i < lp_nalgos ? (int)lp_algos[i].coll : -1; }
 int lp_algo_chunked(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].chunked : 0; }
-/* the algorithms whose schedule has node-local transports (request.c: the ring allreduce) */
-int lp_algo_node_local(int i) {   /* ring: single-copy reads for all three, shared memory allreduce */
-    return i >= 0 && i < lp_nalgos && lp_algos[i].sched == &lp_sched_ring;
+/* the algorithms with schedules over node-local transports (their row's cma / shm columns) */
+int lp_algo_node_local(int i) {
+    return i >= 0 && i < lp_nalgos && (lp_algos[i].cma || lp_algos[i].shm);
 }
 int lp_algo_find(lp_coll_t coll, const char *name) {
     for (int i = 0; i < lp_nalgos; i++)
@@ -190,20 +217,29 @@ int lp_algo_find(lp_coll_t coll, const char *name) {
 
 /* the collectives (internal.h: lp_coll_traits_t), in lp_coll_t's order */
 const lp_coll_traits_t lp_colls[LP_NCOLLS] = {
-    /* name        op root input       result         sblocks rblocks  MPI's own calls  ring over shm */
-    {"allreduce",  1, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 1, "MPI_Allreduce", &lp_native_allreduce, 1},
-    {"reduce",     1, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 1, "MPI_Reduce",    &lp_native_reduce, 0},
-    {"bcast",      0, 1,   LP_ON_ROOT, LP_ON_NONROOT, 1, 1, "MPI_Bcast",     &lp_native_bcast, 0},
-    {"allgather",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgather", &lp_native_allgather, 1},
+    /* name        op root input       result         sblocks rblocks  MPI's own calls  ring over shm, per-rank counts */
+    {"allreduce",  1, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 1, "MPI_Allreduce", &lp_native_allreduce, 1, 0},
+    {"reduce",     1, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 1, "MPI_Reduce",    &lp_native_reduce, 0, 0},
+    {"bcast",      0, 1,   LP_ON_ROOT, LP_ON_NONROOT, 1, 1, "MPI_Bcast",     &lp_native_bcast, 0, 0},
+    {"allgather",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgather", &lp_native_allgather, 1, 0},
     {"reduce_scatter", 1, 0, LP_ON_ALL, LP_ON_ALL,    0, 1, "MPI_Reduce_scatter_block",
-     &lp_native_reduce_scatter, 1},
+     &lp_native_reduce_scatter, 1, 0},
+    {"alltoall",   0, 0,   LP_ON_ALL,  LP_ON_ALL,     0, 0, "MPI_Alltoall",  &lp_native_alltoall, 0, 0},
+    {"alltoallv",  0, 0,   LP_ON_ALL,  LP_ON_ALL,     0, 0, "MPI_Alltoallv", &lp_native_alltoallv, 0,
+     LP_V_SEND | LP_V_RECV},
+    {"allgatherv", 0, 0,   LP_ON_ALL,  LP_ON_ALL,     1, 0, "MPI_Allgatherv", &lp_native_allgatherv, 0, LP_V_RECV},
+    {"reduce_scatter_v", 1, 0, LP_ON_ALL, LP_ON_ALL,  0, 1, "MPI_Reduce_scatter", &lp_native_reduce_scatter_v, 0,
+     LP_V_SEND, "reduce_scatter"},
+    {"gather",     0, 1,   LP_ON_ALL,  LP_ON_ROOT,    1, 0, "MPI_Gather",    &lp_native_gather, 0, 0},
+    {"scatter",    0, 1,   LP_ON_ROOT, LP_ON_ALL,     0, 1, "MPI_Scatter",   &lp_native_scatter, 0, 0},
 };
 
 static const char *const mem_names[LP_NMEMS] = {"host", "cuda"};
 const char *lp_coll_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? lp_colls[c].name : "?"; }
 const char *lp_coll_mpi_name(lp_coll_t c) { return (unsigned)c < LP_NCOLLS ? lp_colls[c].mpi_name : "?"; }
+const char *lp_coll_via(lp_coll_t c) { return (unsigned)c < LP_NCOLLS && lp_colls[c].via ? lp_colls[c].via : ""; }
 int lp_coll_traits(lp_coll_t c, int *has_op, int *has_root, int *input, int *result, int *sblocks,
-                   int *rblocks, int *shm) {
+                   int *rblocks, int *shm, int *vcounts) {
     if ((unsigned)c >= LP_NCOLLS) return LP_ERR_ARG;
     const lp_coll_traits_t *t = &lp_colls[c];
     *has_op = t->has_op;
@@ -213,6 +249,7 @@ int lp_coll_traits(lp_coll_t c, int *has_op, int *has_root, int *input, int *res
     *sblocks = t->sblocks;
     *rblocks = t->rblocks;
     *shm = t->shm;
+    *vcounts = t->vcounts;
     return LP_OK;
 }
 const char *lp_mem_name(lp_mem_t m) { return (unsigned)m < LP_NMEMS ? mem_names[m] : "?"; }

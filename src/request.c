@@ -17,6 +17,7 @@
  *      active list (progress.c).
  * A persistent request does 1-6 once; lp_start does 7. */
 #include "engine.h"
+#include <limits.h>
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------------------- memory */
@@ -127,6 +128,7 @@ static void req_destroy(lp_req_t *r) {
         free(r->fin);
     }
     free(r->lane0);
+    free(r->vbuf);
     lp_engine_lock();
     lp_engine_live(r, 0);
     lp_ctx_unref(r->ctx);
@@ -176,6 +178,14 @@ static int single_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
 static int single_phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
     size_t bytes = a->count * a->esize;
+    if (lp_per_rank_blocks(a->coll)) {     /* its one block, each side's (per-rank displacements) */
+        size_t soff, slen, roff, rlen;
+        lp_send_part(a, 0, &soff, &slen);
+        lp_recv_part(a, 0, &roff, &rlen);
+        if (slen && a->sbuf + soff * a->esize != a->rbuf + roff * a->esize)
+            lp_lane_copy(r, a, a->rbuf + roff * a->esize, a->sbuf + soff * a->esize, slen * a->esize, 0);
+        return LP_OK;
+    }
     if (lp_traits(a->coll)->has_op && (a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR)) {
         lp_lane_t *l = lp_lane_reduce(r, a, a->rbuf, a->sbuf, a->sbuf, bytes, 0);
         l->rop = LP_LOR;
@@ -194,7 +204,7 @@ static int req_plan(lp_req_t *r) {
     const lp_args_t *a = &r->a;
     lp_plan_t p = {0};
     r->inner = NULL;
-    if (a->count == 0) r->sched = NULL;
+    if (a->count == 0 && !lp_args_counted(a)) r->sched = NULL;
     else if (a->size == 1) r->sched = &lp_sched_single;
     else if (a->xport == LP_XPORT_STAGED && A->staged) r->sched = A->staged;
     else if (a->xport == LP_XPORT_STAGED || (a->xport == LP_XPORT_AWARE && A->sched->host_only &&
@@ -202,8 +212,7 @@ static int req_plan(lp_req_t *r) {
         r->sched = &lp_sched_stage_whole;
         r->inner = A->sched;
     } else if (a->ring_tp >= 0) {          /* node-local transports, resolved in the decision */
-        r->sched = a->ring_tp == LP_RING_SHM ? &lp_sched_ring_shm
-                 : a->ring_tp == LP_RING_CMA ? &lp_sched_ring_cma : A->sched;
+        r->sched = a->ring_tp == LP_RING_SHM ? A->shm : a->ring_tp == LP_RING_CMA ? A->cma : A->sched;
     } else r->sched = A->sched;
     if (r->sched) LP_TRY(r->sched->plan(r, a, &p));
     r->nsched = p.nphases;
@@ -314,19 +323,45 @@ static int call_decide(call_t *c, lp_coll_t coll, size_t count, lp_dtype_t dt, l
     if (rc != LP_OK) return rc;
     const lp_algo_t *A = &lp_algos[c->ch.alg];
     c->ring_tp = -1;
-    if (count && ctx->size > 1 && !c->dev && A->sched == &lp_sched_ring)
-        c->ring_tp = lp_ring_transport(ctx->shm != NULL && lp_traits(coll)->shm, ctx->pids != NULL,
+    if ((count || lp_count_keyless(coll)) && ctx->size > 1 && !c->dev && (A->cma || A->shm))
+        c->ring_tp = lp_ring_transport(ctx->shm != NULL && A->shm, ctx->pids != NULL && A->cma,
                                        c->key.nbytes, c->ch.transport);
     return LP_OK;
 }
 
 static int call_staging(const call_t *c) { return c->ch.staging > 0 ? c->ch.staging : lp_staging; }
 
+/* the call record's per-rank counts: present exactly where its row has them */
+static int call_counts(const lp_call_t *k) {
+    if ((unsigned)k->coll >= LP_NCOLLS) return LP_OK;
+    int v = lp_traits(k->coll)->vcounts;
+    if (!!(v & LP_V_SEND) != !!(k->scounts && k->sdispls) || !!(v & LP_V_RECV) != !!(k->rcounts && k->rdispls))
+        return LP_FAIL(LP_ERR_ARG, "%s: per-rank counts and displacements %s", lp_coll_name(k->coll),
+                       v ? "missing" : "given to a collective without them");
+    return LP_OK;
+}
+
 int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
                         size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
                         lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
+    const lp_call_t k = {.coll = coll, .comm = comm, .sbuf = sbuf, .rbuf = rbuf, .count = count, .dt = dt,
+                         .op = op, .root = root, .alg = alg, .chunk_bytes = chunk_bytes, .mem = mem,
+                         .acc = acc, .acc_dt = acc_dt};
+    return lp_call_decision(out, &k);
+}
+
+int lp_call_decision(lp_decision_t *out, const lp_call_t *k) {
     int rc = LP_OK;
     call_t c = {0};
+    const lp_coll_t coll = k->coll;
+    const MPI_Comm comm = k->comm;
+    const size_t count = k->count, chunk_bytes = k->chunk_bytes;
+    const lp_dtype_t dt = k->dt, acc_dt = k->acc_dt;
+    const lp_op_t op = k->op;
+    const int root = k->root, alg = k->alg;
+    const lp_mem_t mem = k->mem;
+    void *const acc = k->acc;
+    LP_TRY(call_counts(k));
     if (lp_forked) return lp_not_forked();
     if (!lp_comm_ready(comm))
         return LP_FAIL(LP_ERR_ARG, "lp_request_decision: the communicator is not prepared (lp_comm_prepare)");
@@ -343,10 +378,65 @@ cleanup:
 int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const void *sbuf, void *rbuf,
                size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
                lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
+    const lp_call_t k = {.coll = coll, .comm = comm, .sbuf = sbuf, .rbuf = rbuf, .count = count, .dt = dt,
+                         .op = op, .root = root, .alg = alg, .chunk_bytes = chunk_bytes, .mem = mem,
+                         .acc = acc, .acc_dt = acc_dt};
+    return lp_call_request(out, kind, &k);
+}
+
+/* the request's own copies of the call's per-rank counts (a->scounts ...) and MPI's int form
+ * (a->vint, NULL where a value passes INT_MAX); their hash for the plan's key */
+static int req_counts(lp_req_t *r, const lp_call_t *k, int P, uint64_t *hash) {
+    const size_t *src[4] = {k->scounts, k->sdispls, k->rcounts, k->rdispls};
+    const size_t need = 4 * (size_t)P * (sizeof(size_t) + sizeof(int));
+    lp_args_t *a = &r->a;
+    uint64_t h = 1469598103934665603ull;
+    int fits = 1;
+    *hash = 0;
+    a->scounts = a->sdispls = a->rcounts = a->rdispls = NULL;
+    a->vint = NULL;
+    if (!k->scounts && !k->rcounts) return LP_OK;
+    if (r->vcap < need) {
+        size_t *p = realloc(r->vbuf, need);
+        if (!p) return LP_FAIL(LP_ERR_NOMEM, "out of memory for the counts of a call");
+        r->vbuf = p;
+        r->vcap = need;
+    }
+    int *iv = (int *)(r->vbuf + 4 * (size_t)P);
+    for (int j = 0; j < 4; j++) {
+        size_t *dst = r->vbuf + (size_t)j * P;
+        for (int i = 0; i < P; i++) {
+            size_t x = src[j] ? src[j][i] : 0;
+            dst[i] = x;
+            iv[(size_t)j * P + i] = x <= (size_t)INT_MAX ? (int)x : 0;
+            fits &= x <= (size_t)INT_MAX;
+            h = (h ^ (x + (uint64_t)j)) * 1099511628211ull;
+        }
+    }
+    if (k->scounts) { a->scounts = r->vbuf; a->sdispls = r->vbuf + P; }
+    if (k->rcounts) { a->rcounts = r->vbuf + 2 * (size_t)P; a->rdispls = r->vbuf + 3 * (size_t)P; }
+    a->vint = fits ? iv : NULL;
+    *hash = h | 1;
+    return LP_OK;
+}
+
+int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     int rc = LP_OK, busy = 0;
     call_t c = {0};
     lp_req_t *r = NULL;
+    const lp_coll_t coll = k->coll;
+    const MPI_Comm comm = k->comm;
+    const void *const sbuf = k->sbuf;
+    void *const rbuf = k->rbuf;
+    const size_t count = k->count, chunk_bytes = k->chunk_bytes;
+    const lp_dtype_t dt = k->dt, acc_dt = k->acc_dt;
+    const lp_op_t op = k->op;
+    const int root = k->root, alg = k->alg;
+    const lp_mem_t mem = k->mem;
+    void *const acc = k->acc;
+    uint64_t vhash = 0;
     if (out) *out = NULL;
+    LP_TRY(call_counts(k));
     if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
@@ -374,10 +464,10 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         memcpy(r->ck, ck, sizeof ck);
         ctx->npersist++;
     }
-    const lp_plan_key_t key = {ch.alg, coll, dt, op, root, c.xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
-                               acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
-                               staging, dev};
-    int devid = -1, replan = !r->planned || memcmp(&key, &r->key, sizeof key) != 0;
+    lp_plan_key_t key = {ch.alg, coll, dt, op, root, c.xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
+                         acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
+                         staging, dev, 0};
+    int devid = -1;
     if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &devid));
     r->alg = ch.alg;
     r->a = (lp_args_t){
@@ -392,6 +482,9 @@ int lp_request(lp_req_t **out, int kind, lp_coll_t coll, MPI_Comm comm, const vo
         .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids,
         .shm = ctx->shm, .transport = ch.transport, .ring_tp = c.ring_tp,
     };
+    LP_TRY(req_counts(r, k, ctx->size, &vhash));
+    key.vhash = vhash;
+    const int replan = !r->planned || memcmp(&key, &r->key, sizeof key) != 0;
     r->devid = devid;
     if (replan || devid >= 0) {
         r->planned = 0;

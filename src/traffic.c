@@ -162,11 +162,20 @@ void lp_traffic_be(tr_t *t, lp_coll_t coll, int P, int root, double n) {
     switch (coll) {
     case LP_ALLREDUCE: be_halving(t, P, 0, n, 0, 1, 0); break;
     case LP_REDUCE: be_halving(t, P, root, n, 0, 0, 1); break;
-    case LP_REDUCE_SCATTER: be_halving(t, P, 0, n, 1, 0, 0); break;
-    case LP_ALLGATHER: be_allgather(t, P, n); break;
+    case LP_REDUCE_SCATTER: case LP_REDUCE_SCATTER_V: be_halving(t, P, 0, n, 1, 0, 0); break;
+    case LP_ALLGATHER: case LP_ALLGATHERV: be_allgather(t, P, n); break;
     case LP_BCAST: be_bcast(t, P, root, n); break;
     default: break;
     }
+}
+
+/* direct (alg_direct.c): every block from its sender to its receiver (n: the P blocks) */
+void lp_traffic_direct(tr_t *t, lp_coll_t coll, int P, int root, double n) {
+    lp_args_t a;
+    fake_args(&a, coll, P, 0, root, 0, t->node, t->order, t->pos);
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++)
+            if (lp_sends_to(&a, i, j)) put(t, i, j, n / P);
 }
 
 /* ring over node order: allreduce 2 (P-1) blocks, allgather / reduce_scatter P-1, each step's

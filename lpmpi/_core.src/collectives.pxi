@@ -1,4 +1,12 @@
 # ---------------------------------------------------------------- collectives
+cdef Message _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts):
+    """reduce_scatter's message: equal blocks (MPI_Reduce_scatter_block), or per-rank counts."""
+    if counts is None:
+        return Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
+    return Message.for_blocks(LP_REDUCE_SCATTER_V, sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes,
+                              counts, None, None, None, acc_dtype)
+
+
 def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None,
               acc_dtype=None):
     """Reduce ``sendbuf`` over all ranks of ``comm`` and leave the result on every rank.
@@ -60,20 +68,21 @@ def allgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes
 
 
 def reduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                   chunk_bytes=None, acc_dtype=None):
+                   chunk_bytes=None, acc_dtype=None, counts=None):
     """Reduce block r of every rank's ``sendbuf`` (P blocks) into ``recvbuf`` on rank r
     (MPI_Reduce_scatter_block).
 
     Returns ``recvbuf`` (new when None: ``sendbuf.shape[1:]`` when its first axis is the P
     blocks, else 1-D).  In place: ``sendbuf`` is ``lpmpi.IN_PLACE``, ``recvbuf`` holds the P
-    blocks and the result lands in its first block.  Host memory.  ``acc_dtype="float32"``
+    blocks and the result lands in its first block.  Host memory.  ``counts`` (P ints): rank r
+    gets the reduction of the ``counts[r]`` elements at ``sum(counts[:r])`` (MPI_Reduce_scatter;
+    recvbuf new and 1-D when None).  ``acc_dtype="float32"``
     (float16/bfloat16 data, sum or avg): accumulated in float32, the result rounded once.
 
     >>> import numpy as np, lpmpi
     >>> y = lpmpi.reduce_scatter(np.ones((2, 4)))   # doctest: +SKIP
     """
-    cdef Message m = Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
-                                                acc_dtype)
+    cdef Message m = _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts)
     m.run()
     return m.result
 
@@ -136,10 +145,9 @@ def iallgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_byte
 
 
 def ireduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                    chunk_bytes=None, acc_dtype=None):
+                    chunk_bytes=None, acc_dtype=None, counts=None):
     """Nonblocking :func:`reduce_scatter`; ``wait()`` returns recvbuf."""
-    return Request.make(Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
-                                                   acc_dtype), LP_REQ_NONBLOCKING)
+    return Request.make(_reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts), LP_REQ_NONBLOCKING)
 
 
 def allgather_init(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
@@ -149,7 +157,121 @@ def allgather_init(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_
 
 
 def reduce_scatter_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                        chunk_bytes=None, acc_dtype=None):
+                        chunk_bytes=None, acc_dtype=None, counts=None):
     """Persistent :func:`reduce_scatter` (see :func:`allreduce_init`)."""
-    return Request.make(Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
-                                                   acc_dtype), LP_REQ_PERSISTENT)
+    return Request.make(_reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts), LP_REQ_PERSISTENT)
+
+
+# ---------------------------------------------------------------- the collectives that move blocks
+# One message builder each (its signature; the checks are Message.for_blocks's, from the
+# collective's row); its blocking, nonblocking (i*) and persistent (*_init) functions are made
+# from it by _forms, below, with its signature and documentation.
+def _alltoall_message(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Send block j of ``sendbuf`` to rank j; block i of ``recvbuf`` comes from rank i
+    (MPI_Alltoall).  ``sendbuf`` holds P equal blocks (leading axis P, or 1-D divisible by P).
+
+    Returns ``recvbuf`` (new, ``sendbuf``'s shape, when None).  In place: ``sendbuf`` is
+    ``lpmpi.IN_PLACE`` (or ``recvbuf is sendbuf``): ``recvbuf`` holds the blocks to send and
+    gets the blocks received.
+
+    >>> import numpy as np, lpmpi
+    >>> y = lpmpi.alltoall(np.arange(8.0))   # doctest: +SKIP
+    """
+    return Message.for_blocks(LP_ALLTOALL, sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes)
+
+
+def _alltoallv_message(sendbuf, sendcounts, recvbuf=None, recvcounts=None, comm=None, *, sdispls=None,
+                       rdispls=None, algorithm="auto", chunk_bytes=None):
+    """Send ``sendcounts[j]`` elements at ``sdispls[j]`` of ``sendbuf`` to rank j; receive
+    ``recvcounts[i]`` elements from rank i at ``rdispls[i]`` of ``recvbuf`` (MPI_Alltoallv).
+    Counts and displacements in elements; displacements packed when None.
+
+    ``recvcounts=None`` exchanges the counts first (an alltoall of P ints).  Returns
+    ``recvbuf`` (new, 1-D, when None).  In place: ``sendbuf`` is ``lpmpi.IN_PLACE``; the
+    blocks to send and to receive are ``recvcounts``/``rdispls`` of ``recvbuf`` (``sendcounts``
+    when ``recvcounts`` is None).
+
+    >>> y = lpmpi.alltoallv(x, [1, 3])   # doctest: +SKIP
+    """
+    return Message.for_blocks(LP_ALLTOALLV, sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes,
+                              sendcounts, recvcounts, sdispls, rdispls)
+
+
+def _allgatherv_message(sendbuf, recvbuf=None, counts=None, comm=None, *, displs=None, algorithm="auto",
+                        chunk_bytes=None):
+    """Gather every rank's ``sendbuf`` (rank r's ``counts[r]`` elements) into ``recvbuf`` at
+    ``displs[r]`` on every rank (MPI_Allgatherv); ``displs`` packed when None.
+
+    ``counts=None`` exchanges the counts first (an allgather of one int).  Returns ``recvbuf``
+    (new, 1-D, when None).  In place: ``sendbuf`` is ``lpmpi.IN_PLACE`` and each rank's block is
+    already at its place in ``recvbuf`` (``counts`` must be given).
+
+    >>> y = lpmpi.allgatherv(np.ones(rank + 1))   # doctest: +SKIP
+    """
+    return Message.for_blocks(LP_ALLGATHERV, sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes,
+                              counts, None, None, displs)
+
+
+def _gather_message(sendbuf, recvbuf=None, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Gather every rank's ``sendbuf`` into ``recvbuf`` on ``root``: block r is rank r's
+    (MPI_Gather).
+
+    Returns ``recvbuf`` on the root (new, shape ``(P,) + sendbuf.shape``, when None) and None
+    elsewhere (a ``recvbuf`` passed there is ignored).  In place on the root: ``sendbuf`` is
+    ``lpmpi.IN_PLACE`` and its block is already at its place in ``recvbuf``.
+
+    >>> y = lpmpi.gather(np.full(4, rank), root=0)   # doctest: +SKIP
+    """
+    return Message.for_blocks(LP_GATHER, sendbuf, recvbuf, None, root, comm, algorithm, chunk_bytes)
+
+
+def _scatter_message(sendbuf, recvbuf=None, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
+    """Send block r of the root's ``sendbuf`` (P blocks) to rank r's ``recvbuf`` (MPI_Scatter).
+
+    ``sendbuf`` is read on the root only (elsewhere it may be None, or an array shaped as the
+    root's, from which recvbuf=None is allocated).  Returns ``recvbuf`` (new when None:
+    ``sendbuf.shape[1:]`` when its first axis is the P blocks, else 1-D).  In place on the root:
+    ``recvbuf`` is ``lpmpi.IN_PLACE`` (its block stays in ``sendbuf``, which is returned).
+
+    >>> y = lpmpi.scatter(np.arange(8.0).reshape(2, 4), root=0)   # doctest: +SKIP
+    """
+    return Message.for_blocks(LP_SCATTER, sendbuf, recvbuf, None, root, comm, algorithm, chunk_bytes)
+
+
+def _forms(str name, builder):
+    """The blocking, nonblocking and persistent functions of a collective, from its message
+    builder: the same parameters, documentation from the builder's."""
+    import functools, inspect
+    sig = inspect.signature(builder)
+
+    def blocking(*args, **kwargs):
+        cdef Message m = builder(*args, **kwargs)
+        m.run()
+        return m.result
+
+    def nonblocking(*args, **kwargs):
+        return Request.make(builder(*args, **kwargs), LP_REQ_NONBLOCKING)
+
+    def persistent(*args, **kwargs):
+        return Request.make(builder(*args, **kwargs), LP_REQ_PERSISTENT)
+
+    out = {}
+    for fname, f, doc in ((name, blocking, builder.__doc__),
+                          (f"i{name}", nonblocking, f"Nonblocking :func:`{name}`; ``wait()`` returns what it "
+                                                    f"returns.  Arguments and errors as the blocking call."),
+                          (f"{name}_init", persistent, f"Persistent :func:`{name}` (see :func:`allreduce_init`).")):
+        f.__name__ = f.__qualname__ = fname
+        f.__doc__ = doc
+        f.__signature__ = sig
+        f.__module__ = "lpmpi"
+        out[fname] = f
+    return out
+
+
+#: the functions made by _forms, by name (lpmpi/__init__.py exports them)
+BLOCK_FUNCTIONS = {}
+for _name, _builder in (("alltoall", _alltoall_message), ("alltoallv", _alltoallv_message),
+                        ("allgatherv", _allgatherv_message), ("gather", _gather_message),
+                        ("scatter", _scatter_message)):
+    BLOCK_FUNCTIONS.update(_forms(_name, _builder))
+globals().update(BLOCK_FUNCTIONS)

@@ -97,6 +97,62 @@ cdef object _acc_scratch(size_t n):
         buf = _acc_tls.buf = np.empty(max(<size_t>n, 1), np.float32)
     return buf[:n]
 
+cdef tuple _ROWS = _coll_traits()   # the engine's row of each collective (names.pxi)
+
+cdef object _counts(obj, str name, int P):
+    """Per-rank counts: P non-negative ints (numpy uintp)."""
+    if obj is None:
+        raise TypeError(f"{name} must be given: {P} counts, one per rank")
+    try:
+        c = np.asarray(obj)
+    except Exception:
+        raise TypeError(f"{name} must be a sequence of {P} ints") from None
+    if c.ndim != 1 or c.shape[0] != P:
+        raise ValueError(f"{name} must hold {P} counts (one per rank), got shape {c.shape}")
+    if c.dtype.kind not in "iu" and not (c.size == 0 and c.dtype.kind == "f"):
+        raise TypeError(f"{name} must be ints, got {c.dtype}")
+    if c.size and c.min() < 0:
+        raise ValueError(f"{name} must be non-negative, got {c.tolist()}")
+    return np.ascontiguousarray(c, np.uintp)
+
+cdef object _displs(obj, str name, counts, int P):
+    """Displacements: given (P non-negative ints), or the counts packed (their prefix sums)."""
+    if obj is None:
+        d = np.zeros(P, np.uintp)
+        if P > 1:
+            np.cumsum(counts[:P - 1], out=d[1:])
+        return d
+    return _counts(obj, name, P)
+
+cdef int _fits(counts, displs, size_t n, str buf, str what) except -1:
+    """Every block of a buffer of n elements lies inside it."""
+    end = counts + displs
+    if len(end) and int(end.max()) > n:
+        i = int(np.argmax(end))
+        raise ValueError(f"{buf} has {n} elements but block {i} ({what}[{i}] = {counts[i]} at "
+                         f"{displs[i]}) ends at {end[i]}")
+    return 0
+
+cdef object _exchange(int coll, x, comm):
+    """The counts' exchange of alltoallv / allgatherv (counts=None): an alltoall or allgather
+    of int64 counts, MPI's own, as a collective of the engine (LPMPI_CHECK, the watchdog)."""
+    cdef Message m = (Message.for_blocks(coll, x, None, None, 0, comm, "native", None) if coll == LP_ALLTOALL
+                      else Message.for_allgather(x, None, comm, "native", None))
+    m.run()
+    return np.ascontiguousarray(np.asarray(m.result).reshape(-1), np.uintp)
+
+cdef int _no_overlap(counts, displs, str name) except -1:
+    """The blocks a call writes do not overlap (MPI's rule for receive buffers)."""
+    order = np.argsort(displs, kind="stable")
+    last_end, last = 0, -1
+    for i in order:
+        if counts[i] == 0:
+            continue
+        if last >= 0 and displs[i] < last_end:
+            raise ValueError(f"{name}: the blocks of ranks {last} and {i} overlap")
+        last_end, last = displs[i] + counts[i], i
+    return 0
+
 # the largest message whose nonblocking or persistent start keeps the GIL (releasing and taking
 # it back costs about as much as the start itself; above this a start may reduce or copy)
 cdef size_t _START_WITH_GIL = 256 << 10
@@ -130,6 +186,9 @@ cdef class Message:
     cdef char *acc_in             # the 16-bit input
     cdef char *acc_out            # the 16-bit result (NULL: this rank gets none)
     cdef bint to_jax              # recvbuf=None for a JAX input: the result becomes a JAX array
+    # per-rank counts (alltoallv, allgatherv, reduce_scatter with counts): 4 P size_t, sendbuf's
+    # counts and displacements then recvbuf's (lp_call_t), or None
+    cdef object vc
 
     def __dealloc__(self):
         _release(&self.s)
@@ -338,6 +397,218 @@ cdef class Message:
         m.result = recvbuf
         return m
 
+    # ------------------------------------------------------------ the collectives that move blocks
+    @staticmethod
+    cdef Message for_blocks(int coll, sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes,
+                            counts=None, rcounts=None, sdispls=None, rdispls=None, acc_dtype=None):
+        """A collective that moves blocks between ranks (alltoall, alltoallv, allgatherv,
+        reduce_scatter with counts, gather, scatter), built from its row (lpmpi.engine.Collective:
+        who brings data, who gets a result, which buffer holds P blocks, which has per-rank
+        counts) by the per-buffer helpers below.  counts: the per-rank counts of the buffer that
+        has them (alltoallv: sendbuf's; allgatherv: recvbuf's; reduce_scatter: sendbuf's), None
+        to exchange them first (alltoallv's recvcounts, allgatherv's counts); rcounts:
+        alltoallv's recvcounts.  In place: ``sendbuf is IN_PLACE`` (or ``recvbuf is sendbuf``),
+        scatter's root: ``recvbuf is IN_PLACE``."""
+        cdef Message m = Message.__new__(Message)
+        cdef int rank = 0, P
+        cdef object send = None
+        _comm(comm, &m.comm, &m.size)
+        P = m.size
+        row = _ROWS[coll]
+        try:
+            m.coll = coll
+            m.op = _op(op) if row["has_op"] else LP_SUM
+            m.root = _check_root(root, P) if row["has_root"] else 0
+            m.alg = _alg_index(coll, algorithm)
+            m.chunk = _chunk(chunk_bytes)
+            MPI_Comm_rank(m.comm, &rank)
+            takes_in = row["input"] == "all" or rank == m.root
+            gets_out = row["result"] == "all" or (row["result"] == "root") == (rank == m.root)
+            # in place: the input is already in recvbuf (scatter's root: its block stays in sendbuf)
+            rin = row["input"] == "root" and gets_out
+            inplace = (recvbuf is _IN_PLACE) if rin else (
+                sendbuf is _IN_PLACE or (recvbuf is not None and sendbuf is recvbuf))
+            if rin and sendbuf is _IN_PLACE:
+                raise TypeError(f"{COLLECTIVES[coll]}: in place, the root passes recvbuf=lpmpi.IN_PLACE "
+                                f"(its block stays in sendbuf)")
+            if not rin and recvbuf is _IN_PLACE:
+                raise TypeError("recvbuf must be an array, not IN_PLACE (in place: sendbuf=lpmpi.IN_PLACE)")
+            if inplace and not (takes_in and gets_out):
+                raise ValueError(f"sendbuf: IN_PLACE is only for the root of {COLLECTIVES[coll]}")
+            if inplace and not rin and recvbuf is None:
+                raise TypeError("recvbuf must be given when sendbuf is IN_PLACE")
+            # the input
+            if inplace and not rin:
+                send = recvbuf
+                _get_buf(send, "recvbuf", &m.s)
+            elif takes_in or (rin and recvbuf is None and sendbuf is not None):
+                if sendbuf is None:
+                    raise TypeError(f"sendbuf must be given on rank {rank} of {COLLECTIVES[coll]}")
+                send = sendbuf
+                _get_buf(send, "sendbuf", &m.s)
+            if row["has_op"]:
+                _check_op(m.op, m.s.dtype)
+            m._block_counts(row, rank, inplace, send, recvbuf, counts, rcounts, sdispls, rdispls,
+                            _WORLD if comm is None else comm)
+            # the result
+            if not gets_out:
+                recvbuf = None
+            elif inplace:
+                if rin:
+                    recvbuf = sendbuf
+                    _alias(&m.r, &m.s)
+                else:
+                    _alias(&m.r, &m.s)
+            else:
+                if recvbuf is None:
+                    if send is None:
+                        raise TypeError(f"recvbuf must be given on rank {rank} of {COLLECTIVES[coll]} "
+                                        f"(or sendbuf, shaped as the root's, to allocate it from)")
+                    recvbuf = m._alloc_result(row, send)
+                    m.to_jax = not cnp.PyArray_Check(send) and _is_jax(send)
+                _get_buf(recvbuf, "recvbuf", &m.r)
+                m._check_result(row, rank, takes_in)
+                if m.r.readonly:
+                    raise ValueError("recvbuf is read-only")
+            m.acc = _acc(acc_dtype, &m.s, m.op) if row["has_op"] else False
+            if m.s.mem or m.r.mem:
+                raise TypeError(f"{COLLECTIVES[coll]}: device arrays are not supported yet (host memory)")
+        except BaseException:
+            _local_error(m.comm)
+            raise
+        m.rptr = m.r.ptr if gets_out else NULL
+        m.sptr = m.rptr if (inplace and not rin) else (m.s.ptr if takes_in else NULL)
+        if inplace and rin:
+            m.rptr = m.sptr = m.s.ptr       # the root's block stays: the engine's in place
+        m.edtype = m.s.dtype if send is not None else m.r.dtype
+        if m.acc:
+            m.acc_in, m.acc_out = m.s.ptr, m.rptr
+        m.keep_s = send
+        m.keep_r = recvbuf
+        m.result = recvbuf
+        return m
+
+    cdef int _block_counts(self, dict row, int rank, bint inplace, send, recvbuf, counts, rcounts,
+                           sdispls, rdispls, pycomm) except -1:
+        """The engine's count (and the per-rank counts) of a block collective, from its row and
+        the buffers, checked against them."""
+        cdef int P = self.size
+        cdef size_t n
+        cdef object vc
+        name = COLLECTIVES[self.coll]
+        sblocks, rblocks = row["send_blocks"], row["recv_blocks"]
+        if row["send_counts"] or row["recv_counts"]:
+            vc = np.zeros(4 * P, np.uintp)
+            if row["send_counts"] and row["recv_counts"]:          # alltoallv
+                sc = _counts(rcounts if inplace else counts, "recvcounts" if inplace else "sendcounts", P)
+                if inplace and rcounts is None:
+                    sc = _counts(counts, "sendcounts", P)
+                sd = _displs(sdispls, "sdispls", sc, P) if not inplace else _displs(rdispls, "rdispls", sc, P)
+                if not inplace:
+                    _fits(sc, sd, self.s.count, "sendbuf", "sendcounts")
+                rc = sc if inplace else (_counts(rcounts, "recvcounts", P) if rcounts is not None
+                                          else None)
+                if rc is None:                                     # exchange them first
+                    rc = _exchange(LP_ALLTOALL, np.asarray(sc, np.int64), pycomm)
+                rd = sd if inplace else _displs(rdispls, "rdispls", rc, P)
+                _no_overlap(rc, rd, "rdispls")
+                if inplace:
+                    _fits(rc, rd, self.s.count, "recvbuf", "recvcounts")
+                vc[:P], vc[P:2 * P], vc[2 * P:3 * P], vc[3 * P:] = sc, sd, rc, rd
+                self.count = 0
+            elif row["recv_counts"]:                               # allgatherv
+                if counts is None:
+                    if inplace:
+                        raise TypeError("counts must be given in place (recvbuf holds every rank's block)")
+                    rc = _exchange(LP_ALLGATHER, np.array([self.s.count], np.int64), pycomm)
+                else:
+                    rc = _counts(counts, "counts", P)
+                rd = _displs(rdispls, "displs", rc, P)
+                _no_overlap(rc, rd, "displs")
+                if inplace:
+                    _fits(rc, rd, self.s.count, "recvbuf", "counts")
+                elif self.s.count != rc[rank]:
+                    raise ValueError(f"sendbuf has {self.s.count} elements but counts[{rank}] is {rc[rank]}")
+                vc[2 * P:3 * P], vc[3 * P:] = rc, rd
+                self.count = int(rc.sum())
+            else:                                                  # reduce_scatter with counts
+                sc = _counts(counts, "counts", P)
+                sd = _displs(None, "", sc, P)
+                if self.s.count != <size_t>sc.sum():
+                    raise ValueError(f"{'recvbuf' if inplace else 'sendbuf'} has {self.s.count} elements "
+                                     f"but the counts add up to {sc.sum()}")
+                vc[:P], vc[P:2 * P] = sc, sd
+                self.count = int(sc.sum())
+            self.vc = vc
+            return 0
+        if send is not None:                                       # uniform blocks
+            if sblocks == 0:
+                if self.s.count % <size_t>P:
+                    raise ValueError(f"{'recvbuf' if send is recvbuf else 'sendbuf'} holds one block per "
+                                     f"rank, so its {self.s.count} elements must divide by {P}")
+                self.count = self.s.count // <size_t>P
+            elif inplace and rblocks == 0:                         # gather's root in place
+                if self.s.count % <size_t>P:
+                    raise ValueError(f"recvbuf: in place, it holds the {P} blocks of the "
+                                     f"communicator's ranks, so its {self.s.count} elements must "
+                                     f"divide by {P}")
+                self.count = self.s.count // <size_t>P
+            else:
+                self.count = self.s.count
+        else:                                                      # scatter's non-roots
+            _get_buf(recvbuf, "recvbuf", &self.r)
+            self.count = self.r.count
+        return 0
+
+    cdef object _alloc_result(self, dict row, send):
+        """recvbuf=None: P blocks of sendbuf's block shape, one block, or 1-D (per-rank counts)."""
+        cdef size_t n
+        if row["recv_counts"] or row["send_counts"]:
+            n = self._extent(1)
+            return _alloc_shaped(send, self.s.dtype, (n,), 0)
+        if row["recv_blocks"] == 0 and row["send_blocks"] == 0:    # alltoall
+            return _alloc_like(send, self.s.dtype, 0)
+        if row["recv_blocks"] == 0:                                # gather
+            return _alloc_blocks(send, self.s.dtype, self.size, 0)
+        return _alloc_block(send, self.s.dtype, self.count, self.size, 0)
+
+    cdef size_t _extent(self, bint recv):
+        """Elements the recvbuf (or sendbuf) of a call with per-rank counts spans."""
+        cdef int P = self.size, rank = 0
+        cdef size_t end = 0
+        v = self.vc
+        if recv and not _ROWS[self.coll]["recv_counts"]:          # one block: my count
+            MPI_Comm_rank(self.comm, &rank)
+            return v[rank]
+        c, d = (v[2 * P:3 * P], v[3 * P:]) if recv else (v[:P], v[P:2 * P])
+        for i in range(P):
+            if c[i] and c[i] + d[i] > end:
+                end = c[i] + d[i]
+        return end
+
+    cdef int _check_result(self, dict row, int rank, bint takes_in) except -1:
+        """recvbuf against the input: dtype, memory kind, size, no byte in common."""
+        cdef int P = self.size
+        cdef size_t want, es = lp_dtype_size(self.r.dtype)
+        if not takes_in:                                           # scatter's non-roots
+            return 0
+        if self.s.dtype != self.r.dtype:
+            raise TypeError(f"sendbuf and recvbuf have different dtypes "
+                            f"({DTYPE_NAMES[self.s.dtype]} and {DTYPE_NAMES[self.r.dtype]})")
+        if self.vc is not None:
+            want = self._extent(1)
+            if (self.r.count < want if row["recv_counts"] else self.r.count != want):
+                raise ValueError(f"recvbuf must hold {want} elements (the counts), not {self.r.count}")
+        else:
+            want = self.count * (<size_t>P if row["recv_blocks"] == 0 else 1)
+            if self.r.count != want:
+                raise ValueError(f"recvbuf must hold {want} elements ({'P blocks of ' if row['recv_blocks'] == 0 else ''}"
+                                 f"{self.count}), not {self.r.count}")
+        cdef size_t n1 = self.s.count * es, n2 = self.r.count * es
+        if n1 and n2 and self.s.ptr < self.r.ptr + n2 and self.r.ptr < self.s.ptr + n1:
+            raise ValueError("sendbuf and recvbuf overlap in memory; for in place pass sendbuf=lpmpi.IN_PLACE")
+        return 0
+
     cdef int prepare(self) except -1:
         """The communicator's context, once (collective: its private duplicate and the table
         agreement); warns when the ranks' tables differ."""
@@ -363,6 +634,7 @@ cdef class Message:
         cdef lp_req_t *req = NULL
         cdef lp_req_t **out = NULL if kind == LP_REQ_BLOCKING else &req
         cdef size_t nbytes = self.s.count * lp_dtype_size(self.s.dtype)
+        cdef lp_call_t k
         self.prepare()
         if self.acc:
             self.acc_setup(kind)
@@ -371,18 +643,41 @@ cdef class Message:
                 self.acc_widen()
         if _debug:
             _debug_log(self, kind)
+        self.record(&k)
         if kind == LP_REQ_BLOCKING or _check_enabled or nbytes > _START_WITH_GIL:
             with nogil:
-                rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.count,
-                                self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
-                                self.acc_out if self.acc else NULL, self.s.dtype)
+                rc = lp_call_request(out, kind, &k)
         else:
-            rc = lp_request(out, kind, self.coll, self.comm, self.sptr, self.rptr, self.count,
-                            self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
-                            self.acc_out if self.acc else NULL, self.s.dtype)
+            rc = lp_call_request(out, kind, &k)
         if rc != LP_OK:
             _raise_status(rc)
         return req
+
+    cdef void record(self, lp_call_t *k) noexcept:
+        """The engine's call record of this call (lpmpi.h: lp_call_t)."""
+        cdef size_t *v = NULL
+        cdef int P = self.size
+        k.coll = self.coll
+        k.comm = self.comm
+        k.sbuf = self.sptr
+        k.rbuf = self.rptr
+        k.count = self.count
+        k.dt = self.edtype
+        k.op = self.op
+        k.root = self.root
+        k.alg = self.alg
+        k.chunk_bytes = self.chunk
+        k.mem = self.s.mem
+        k.acc = self.acc_out if self.acc else NULL
+        k.acc_dt = self.s.dtype if self.acc else self.edtype
+        k.scounts = k.sdispls = k.rcounts = k.rdispls = NULL
+        if self.vc is not None:
+            v = <size_t *>cnp.PyArray_DATA(<cnp.ndarray>self.vc)
+            row = _ROWS[self.coll]
+            if row["send_counts"]:
+                k.scounts, k.sdispls = v, v + P
+            if row["recv_counts"]:
+                k.rcounts, k.rdispls = v + 2 * P, v + 3 * P
 
     cdef int decide(self, int kind, lp_decision_t *d) except -1:
         """What request(kind) would run on this rank (lp_request_decision: the engine's own checks,
@@ -392,9 +687,9 @@ cdef class Message:
         self.prepare()
         if self.acc:
             self.acc_setup(kind)
-        rc = lp_request_decision(d, self.coll, self.comm, self.sptr, self.rptr, self.count,
-                                 self.edtype, self.op, self.root, self.alg, self.chunk, self.s.mem,
-                                 self.acc_out if self.acc else NULL, self.s.dtype)
+        cdef lp_call_t k
+        self.record(&k)
+        rc = lp_call_decision(d, &k)
         if rc != LP_OK:
             _raise_status(rc)
         return 0

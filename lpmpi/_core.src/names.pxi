@@ -13,14 +13,18 @@ def _coll_traits():
     of has_op, has_root, input and result ("all", "root" or "nonroot": the ranks whose data goes
     in, whose buffer the call writes), send_blocks and recv_blocks (blocks of the count each
     buffer holds: 1, or 0 for the communicator's size), mpi_name (the MPI library's own
-    collective, "MPI_Allreduce"), ring_shm (its ring runs over the shared-memory transport)."""
-    cdef int op, root, inp, res, sb, rb, shm
+    collective, "MPI_Allreduce"), ring_shm (its ring runs over the shared-memory transport),
+    send_counts / recv_counts (that buffer's blocks have per-rank counts: the v collectives),
+    via (None, or the collective whose function calls it: reduce_scatter_v's is reduce_scatter)."""
+    cdef int op, root, inp, res, sb, rb, shm, vc
     out = []
     for i in range(LP_NCOLLS):
-        lp_coll_traits(<lp_coll_t>i, &op, &root, &inp, &res, &sb, &rb, &shm)
+        lp_coll_traits(<lp_coll_t>i, &op, &root, &inp, &res, &sb, &rb, &shm, &vc)
         out.append(dict(name=COLLECTIVES[i], has_op=bool(op), has_root=bool(root), input=_ON[inp],
                         result=_ON[res], send_blocks=sb, recv_blocks=rb,
-                        mpi_name=lp_coll_mpi_name(<lp_coll_t>i).decode(), ring_shm=bool(shm)))
+                        mpi_name=lp_coll_mpi_name(<lp_coll_t>i).decode(), ring_shm=bool(shm),
+                        send_counts=bool(vc & 2), recv_counts=bool(vc & 1),
+                        via=lp_coll_via(<lp_coll_t>i).decode() or None))
     return tuple(out)
 CUDA_BUILD = bool(lp_cuda_built())  # compiled with nvcc: device kernels and the CUDA transports
 CHUNK_MIN, CHUNK_MAX = LP_CHUNK_MIN, LP_CHUNK_MAX

@@ -20,10 +20,10 @@ def _xla_call(collective, dtype, op, root, comm, algorithm, chunk_bytes, acc_dty
     comm prepared (collective on its first use, as the handler never prepares one).  dtype: the
     element type's name.  Returns (comm handle, size, rank, op, root, alg, chunk, acc) as ints."""
     cdef int coll = _coll_index(collective)
-    cdef int has_op, has_root, inp, res, sb, rb, shm, size = 0, rank = 0, first = 0, rc
+    cdef int has_op, has_root, inp, res, sb, rb, shm, vc, size = 0, rank = 0, first = 0, rc
     cdef MPI_Comm h
     cdef Buf b
-    lp_coll_traits(<lp_coll_t>coll, &has_op, &has_root, &inp, &res, &sb, &rb, &shm)
+    lp_coll_traits(<lp_coll_t>coll, &has_op, &has_root, &inp, &res, &sb, &rb, &shm, &vc)
     if dtype not in DTYPE_NAMES:
         raise TypeError(f"x has dtype {dtype}, which lpmpi does not take {_TAKES}")
     memset(&b, 0, sizeof(b))
