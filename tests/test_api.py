@@ -25,6 +25,12 @@ EXPECTED_ALGS = {
     "bcast": {"lp", "mst", "be", "native"},
     "allgather": {"ring", "native"},
     "reduce_scatter": {"ring", "native"},
+    "alltoall": {"pairwise", "native"},
+    "alltoallv": {"pairwise", "native"},
+    "allgatherv": {"ring", "native"},
+    "reduce_scatter_v": {"ring", "native"},
+    "gather": {"linear", "native"},
+    "scatter": {"linear", "native"},
 }
 OPS = ("sum", "prod", "max", "min", "avg", "land", "lor", "lxor", "band", "bor", "bxor")
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -128,7 +134,7 @@ def test_algorithms(coll):
         assert "ring" not in algs
 
 
-@pytest.mark.parametrize("bad", ["alltoall", "", "scatter", "gather", "Allgather"])
+@pytest.mark.parametrize("bad", ["alltoallw", "", "scan", "exscan", "Allgather"])
 def test_algorithms_unknown_collective(bad):
     with pytest.raises(ValueError):
         lpmpi.algorithms(bad)
@@ -157,7 +163,7 @@ def test_select(coll, nbytes, comm):
 
 def test_select_unknown_collective():
     with pytest.raises(ValueError):
-        lpmpi.select("alltoall", 1024)
+        lpmpi.select("alltoallw", 1024)
 
 
 # ------------------------------------------------------------------------------ results, P=1

@@ -53,11 +53,7 @@ def doc_signatures(text: str) -> dict[str, ast.arguments]:
 def expected_params(coll: str) -> tuple[list[str], list[str]]:
     """(positional-or-keyword, keyword-only) parameter names of the three functions of ``coll``,
     from the engine's row (the order of ``Collective.lpmpi_args``)."""
-    c = engine.collective_info(coll)
-    pos = (["sendbuf", "recvbuf"] if c.has_recvbuf else ["buf"]) + (["op"] if c.has_op else []) \
-        + (["root"] if c.has_root else []) + ["comm"]
-    kw = ["algorithm", "chunk_bytes"] + (["acc_dtype"] if c.takes_acc_dtype else [])
-    return pos, kw
+    return engine.collective_info(coll).params()
 
 
 def names_of(args: ast.arguments) -> tuple[list[str], list[str]]:
@@ -74,6 +70,29 @@ def looks_like_a_collective(name: str, params: list[str] | None, public: set[str
     if name.endswith("_init") or (name.startswith("i") and name[1:] in public):
         return True
     return any(name.endswith(c) or name in (f"i{c}", f"{c}_init") for c in engine.COLLECTIVES)
+
+
+def test_the_rows_params_rule_by_hand():
+    """The row's rule (engine.Collective.params) against the signatures written out by hand."""
+    assert expected_params("reduce") == (["sendbuf", "recvbuf", "op", "root", "comm"],
+                                         ["algorithm", "chunk_bytes", "acc_dtype"])
+    assert expected_params("bcast") == (["buf", "root", "comm"], ["algorithm", "chunk_bytes"])
+    assert expected_params("reduce_scatter")[1] == ["algorithm", "chunk_bytes", "acc_dtype", "counts"]
+    assert expected_params("alltoallv") == (["sendbuf", "sendcounts", "recvbuf", "recvcounts", "comm"],
+                                            ["sdispls", "rdispls", "algorithm", "chunk_bytes"])
+    assert expected_params("allgatherv") == (["sendbuf", "recvbuf", "counts", "comm"],
+                                             ["displs", "algorithm", "chunk_bytes"])
+    assert "reduce_scatter_v" in engine.ENGINE_COLLECTIVES and "reduce_scatter_v" not in engine.COLLECTIVES
+
+
+def test_generated_surface_is_up_to_date():
+    """The stubs' and docs/api.md's blocks of the collectives made from their rows are what
+    tools/gen_surface.py writes from the engine (run it after adding a collective)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_surface.py"), "--check"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
 
 
 def test_the_list_is_the_engines():
