@@ -177,21 +177,24 @@ static int single_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
 }
 static int single_phase(lp_req_t *r, const lp_args_t *a, int i) {
     (void)i;
+    const char *src = a->sbuf;
+    char *dst = a->rbuf;
     size_t bytes = a->count * a->esize;
     if (lp_per_rank_blocks(a->coll)) {     /* its one block, each side's (per-rank displacements) */
         size_t soff, slen, roff, rlen;
         lp_send_part(a, 0, &soff, &slen);
         lp_recv_part(a, 0, &roff, &rlen);
-        if (slen && a->sbuf + soff * a->esize != a->rbuf + roff * a->esize)
-            lp_lane_copy(r, a, a->rbuf + roff * a->esize, a->sbuf + soff * a->esize, slen * a->esize, 0);
-        return LP_OK;
+        src += soff * a->esize;
+        dst += roff * a->esize;
+        bytes = slen * a->esize;
     }
+    if (!bytes) return LP_OK;
     if (lp_traits(a->coll)->has_op && (a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR)) {
-        lp_lane_t *l = lp_lane_reduce(r, a, a->rbuf, a->sbuf, a->sbuf, bytes, 0);
+        lp_lane_t *l = lp_lane_reduce(r, a, dst, src, src, bytes, 0);
         l->rop = LP_LOR;
         l->fn = lp_reduce_kernel(a->dt, LP_LOR);
-    } else {
-        lp_lane_copy(r, a, a->rbuf, a->sbuf, bytes, 0);
+    } else if (src != dst) {
+        lp_lane_copy(r, a, dst, src, bytes, 0);
     }
     return LP_OK;
 }

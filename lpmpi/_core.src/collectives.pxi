@@ -275,3 +275,37 @@ for _name, _builder in (("alltoall", _alltoall_message), ("alltoallv", _alltoall
                         ("scatter", _scatter_message)):
     BLOCK_FUNCTIONS.update(_forms(_name, _builder))
 globals().update(BLOCK_FUNCTIONS)
+
+
+# ---------------------------------------------------------------- every collective's message, by name
+cdef Message _blocks_message(int coll, s, r, op, root, comm, alg, cb, acc, v):
+    return Message.for_blocks(coll, s, r, op, root, comm, alg, cb, v.get("counts"), v.get("recvcounts"),
+                              v.get("sdispls"), v.get("rdispls") if "rdispls" in v else v.get("displs"), acc)
+
+# name -> the message of a call by the buffers' and arguments' roles (the bench, call_decision,
+# the torch backend and the XLA handlers build every collective's message through it)
+cdef dict _BUILDERS = {
+    "allreduce": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_allreduce(s, r, op, comm, alg, cb, acc),
+    "reduce": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_reduce(s, r, op, root, comm, alg, cb, acc),
+    "bcast": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_bcast(s, root, comm, alg, cb),
+    "allgather": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_allgather(s, r, comm, alg, cb),
+    "reduce_scatter": lambda s, r, op, root, comm, alg, cb, acc, v: _reduce_scatter_message(
+        s, r, op, comm, alg, cb, acc, v.get("counts")),
+}
+for _i, _n in enumerate(COLLECTIVES):
+    if _n not in _BUILDERS and _ROWS[_i]["via"] is None:
+        _BUILDERS[_n] = (lambda c: lambda s, r, op, root, comm, alg, cb, acc, v:
+                         _blocks_message(c, s, r, op, root, comm, alg, cb, acc, v))(_i)
+
+
+def _message(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
+             chunk_bytes=None, acc_dtype=None, **counts):
+    """The checked message of ``lpmpi.<collective>(...)`` by the arguments' roles (bcast:
+    sendbuf is its buffer; op, root ignored where the collective has none; counts: the per-rank
+    counts and displacements by their parameter names: counts, recvcounts, sdispls, rdispls,
+    displs)."""
+    try:
+        build = _BUILDERS[collective]
+    except (KeyError, TypeError):
+        raise ValueError(f"collective must be one of {tuple(_BUILDERS)}, got {collective!r}") from None
+    return build(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes, acc_dtype, counts)

@@ -556,6 +556,9 @@ cdef class Message:
             else:
                 self.count = self.s.count
         else:                                                      # scatter's non-roots
+            if recvbuf is None:
+                raise TypeError(f"recvbuf must be given on rank {rank} of {name} (or sendbuf, shaped "
+                                f"as the root's, to allocate it from)")
             _get_buf(recvbuf, "recvbuf", &self.r)
             self.count = self.r.count
         return 0

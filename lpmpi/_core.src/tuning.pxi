@@ -28,7 +28,7 @@ def choice(collective, nbytes, comm=None, memory="host", algorithm="auto", chunk
             ch.staging or None, _source_name(ch.source), tables)
 
 def call_decision(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None, *,
-                  algorithm="auto", chunk_bytes=None, acc_dtype=None, form="blocking"):
+                  algorithm="auto", chunk_bytes=None, acc_dtype=None, form="blocking", **counts):
     """What ``lpmpi.<collective>(sendbuf, recvbuf, ...)`` (``form``: "blocking", "nonblocking"
     or "persistent") would run on this rank, without running it: the same argument checks
     (raised as the call raises them), buffers, key and decision as the call (the engine's
@@ -44,18 +44,8 @@ def call_decision(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None
     cdef lp_decision_t d
     cdef int kind = {"blocking": LP_REQ_BLOCKING, "nonblocking": LP_REQ_NONBLOCKING,
                      "persistent": LP_REQ_PERSISTENT}[form]
-    if collective == "allreduce":
-        m = Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
-    elif collective == "reduce":
-        m = Message.for_reduce(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes, acc_dtype)
-    elif collective == "bcast":
-        m = Message.for_bcast(sendbuf, root, comm, algorithm, chunk_bytes)
-    elif collective == "allgather":
-        m = Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes)
-    elif collective == "reduce_scatter":
-        m = Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
-    else:
-        raise ValueError(f"collective must be one of {COLLECTIVES}, got {collective!r}")
+    m = _message(collective, sendbuf, recvbuf, op, root, comm, algorithm=algorithm,
+                 chunk_bytes=chunk_bytes, acc_dtype=acc_dtype, **counts)
     m.decide(kind, &d)
     ch = d.choice
     return {"algorithm": lp_algo_name(ch.alg).decode(),
