@@ -116,11 +116,17 @@ class Collective:
         """True for a collective whose buffers hold a block per rank (not element-wise)."""
         return self.send_blocks != 1 or self.recv_blocks != 1
 
-    def lpmpi_args(self, send: Any, recv: Any, op: Any, root: int, comm: Any) -> tuple[Any, ...]:
+    def lpmpi_args(self, send: Any, recv: Any, op: Any, root: int, comm: Any,
+                   counts: Any = None) -> tuple[Any, ...]:
         """The positional arguments of lpmpi's call of this collective (and of its i- and
-        _init forms): send, recv (not bcast), op (reductions), root (rooted), comm."""
-        return ((send,) + ((recv,) if self.has_recvbuf else ()) + ((op,) if self.has_op else ())
-                + ((root,) if self.has_root else ()) + (comm,))
+        _init forms), in the order of :meth:`params`: send (with its per-rank counts), recv
+        (not bcast; with its counts), op (reductions), root (rooted), comm.  counts: the per-rank
+        counts of a v collective (both sides' for alltoallv)."""
+        both = self.send_counts and self.recv_counts
+        bufs = ((send, counts, recv, counts) if both else
+                (send, recv, counts) if self.recv_counts else
+                (send, recv) if self.has_recvbuf else (send,))
+        return bufs + ((op,) if self.has_op else ()) + ((root,) if self.has_root else ()) + (comm,)
 
     def gets_result(self, rank: int, root: int = 0) -> bool:
         """True where the call writes ``rank``'s buffer."""

@@ -99,38 +99,67 @@ cdef object _acc_scratch(size_t n):
 
 cdef tuple _ROWS = _coll_traits()   # the engine's row of each collective (names.pxi)
 
-cdef object _counts(obj, str name, int P):
-    """Per-rank counts: P non-negative ints (numpy uintp)."""
+cdef int _counts_into(obj, str name, int P, size_t *dst) except -1:
+    """Per-rank counts (or displacements): P non-negative ints (a list, tuple or 1-D integer
+    array), into dst."""
+    cdef Py_ssize_t i
     if obj is None:
         raise TypeError(f"{name} must be given: {P} counts, one per rank")
-    try:
-        c = np.asarray(obj)
-    except Exception:
-        raise TypeError(f"{name} must be a sequence of {P} ints") from None
-    if c.ndim != 1 or c.shape[0] != P:
-        raise ValueError(f"{name} must hold {P} counts (one per rank), got shape {c.shape}")
-    if c.dtype.kind not in "iu" and not (c.size == 0 and c.dtype.kind == "f"):
-        raise TypeError(f"{name} must be ints, got {c.dtype}")
-    if c.size and c.min() < 0:
-        raise ValueError(f"{name} must be non-negative, got {c.tolist()}")
-    return np.ascontiguousarray(c, np.uintp)
+    if type(obj) is not list and type(obj) is not tuple:
+        try:
+            a = np.asarray(obj)
+        except Exception:
+            raise TypeError(f"{name} must be a sequence of {P} ints") from None
+        if a.ndim != 1:
+            raise ValueError(f"{name} must hold {P} counts (one per rank), got shape {a.shape}")
+        if a.size and a.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be ints, got {a.dtype}")
+        obj = a.tolist()
+    if len(obj) != P:
+        raise ValueError(f"{name} must hold {P} counts (one per rank), got {len(obj)}")
+    for i in range(P):
+        v = obj[i]
+        if type(v) is not int:
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                raise TypeError(f"{name} must be ints, got {type(v).__name__}")
+            v = _index(v)
+        if v < 0:
+            raise ValueError(f"{name} must be non-negative, got {list(obj)}")
+        dst[i] = v
+    return 0
 
-cdef object _displs(obj, str name, counts, int P):
-    """Displacements: given (P non-negative ints), or the counts packed (their prefix sums)."""
-    if obj is None:
-        d = np.zeros(P, np.uintp)
-        if P > 1:
-            np.cumsum(counts[:P - 1], out=d[1:])
-        return d
-    return _counts(obj, name, P)
+cdef bint _displs_into(obj, str name, const size_t *counts, int P, size_t *dst) except -1:
+    """Displacements: given (True), or the counts packed (their prefix sums; False)."""
+    cdef size_t acc = 0
+    cdef int i
+    if obj is not None:
+        _counts_into(obj, name, P, dst)
+        return True
+    for i in range(P):
+        dst[i] = acc
+        acc += counts[i]
+    return False
 
-cdef int _fits(counts, displs, size_t n, str buf, str what) except -1:
+cdef int _fits(const size_t *counts, const size_t *displs, int P, size_t n, str buf, str what) except -1:
     """Every block of a buffer of n elements lies inside it."""
-    end = counts + displs
-    if len(end) and int(end.max()) > n:
-        i = int(np.argmax(end))
-        raise ValueError(f"{buf} has {n} elements but block {i} ({what}[{i}] = {counts[i]} at "
-                         f"{displs[i]}) ends at {end[i]}")
+    cdef int i
+    for i in range(P):
+        if counts[i] and counts[i] + displs[i] > n:
+            raise ValueError(f"{buf} has {n} elements but block {i} ({what}[{i}] = {counts[i]} at "
+                             f"{displs[i]}) ends at {counts[i] + displs[i]}")
+    return 0
+
+cdef int _no_overlap(const size_t *counts, const size_t *displs, int P, str name) except -1:
+    """The blocks a call writes do not overlap (MPI's rule for receive buffers)."""
+    order = sorted(range(P), key=[displs[i] for i in range(P)].__getitem__)
+    cdef size_t last_end = 0
+    last = -1
+    for i in order:
+        if counts[i] == 0:
+            continue
+        if last >= 0 and displs[i] < last_end:
+            raise ValueError(f"{name}: the blocks of ranks {last} and {i} overlap")
+        last_end, last = displs[i] + counts[i], i
     return 0
 
 cdef object _exchange(int coll, x, comm):
@@ -140,18 +169,6 @@ cdef object _exchange(int coll, x, comm):
                       else Message.for_allgather(x, None, comm, "native", None))
     m.run()
     return np.ascontiguousarray(np.asarray(m.result).reshape(-1), np.uintp)
-
-cdef int _no_overlap(counts, displs, str name) except -1:
-    """The blocks a call writes do not overlap (MPI's rule for receive buffers)."""
-    order = np.argsort(displs, kind="stable")
-    last_end, last = 0, -1
-    for i in order:
-        if counts[i] == 0:
-            continue
-        if last >= 0 and displs[i] < last_end:
-            raise ValueError(f"{name}: the blocks of ranks {last} and {i} overlap")
-        last_end, last = displs[i] + counts[i], i
-    return 0
 
 # the largest message whose nonblocking or persistent start keeps the GIL (releasing and taking
 # it back costs about as much as the start itself; above this a start may reduce or copy)
@@ -497,48 +514,65 @@ cdef class Message:
         cdef object vc
         name = COLLECTIVES[self.coll]
         sblocks, rblocks = row["send_blocks"], row["recv_blocks"]
+        cdef size_t *sc
+        cdef size_t *sd
+        cdef size_t *rc
+        cdef size_t *rd
+        cdef size_t tot = 0
+        cdef int i
         if row["send_counts"] or row["recv_counts"]:
             vc = np.zeros(4 * P, np.uintp)
+            sc = <size_t *>cnp.PyArray_DATA(<cnp.ndarray>vc)
+            sd, rc, rd = sc + P, sc + 2 * P, sc + 3 * P
             if row["send_counts"] and row["recv_counts"]:          # alltoallv
-                sc = _counts(rcounts if inplace else counts, "recvcounts" if inplace else "sendcounts", P)
-                if inplace and rcounts is None:
-                    sc = _counts(counts, "sendcounts", P)
-                sd = _displs(sdispls, "sdispls", sc, P) if not inplace else _displs(rdispls, "rdispls", sc, P)
-                if not inplace:
-                    _fits(sc, sd, self.s.count, "sendbuf", "sendcounts")
-                rc = sc if inplace else (_counts(rcounts, "recvcounts", P) if rcounts is not None
-                                          else None)
-                if rc is None:                                     # exchange them first
-                    rc = _exchange(LP_ALLTOALL, np.asarray(sc, np.int64), pycomm)
-                rd = sd if inplace else _displs(rdispls, "rdispls", rc, P)
-                _no_overlap(rc, rd, "rdispls")
-                if inplace:
-                    _fits(rc, rd, self.s.count, "recvbuf", "recvcounts")
-                vc[:P], vc[P:2 * P], vc[2 * P:3 * P], vc[3 * P:] = sc, sd, rc, rd
+                if inplace:                  # recvbuf's blocks both ways
+                    nm = "recvcounts" if rcounts is not None else "sendcounts"
+                    _counts_into(rcounts if rcounts is not None else counts, nm, P, rc)
+                    if _displs_into(rdispls, "rdispls", rc, P, rd):
+                        _no_overlap(rc, rd, P, "rdispls")
+                    _fits(rc, rd, P, self.s.count, "recvbuf", nm)
+                    for i in range(P):
+                        sc[i], sd[i] = rc[i], rd[i]
+                else:
+                    _counts_into(counts, "sendcounts", P, sc)
+                    _displs_into(sdispls, "sdispls", sc, P, sd)
+                    _fits(sc, sd, P, self.s.count, "sendbuf", "sendcounts")
+                    if rcounts is None:                            # exchange them first
+                        ex = _exchange(LP_ALLTOALL, np.array(vc[:P], np.int64), pycomm)
+                        for i in range(P):
+                            rc[i] = ex[i]
+                    else:
+                        _counts_into(rcounts, "recvcounts", P, rc)
+                    if _displs_into(rdispls, "rdispls", rc, P, rd):
+                        _no_overlap(rc, rd, P, "rdispls")
                 self.count = 0
             elif row["recv_counts"]:                               # allgatherv
                 if counts is None:
                     if inplace:
                         raise TypeError("counts must be given in place (recvbuf holds every rank's block)")
-                    rc = _exchange(LP_ALLGATHER, np.array([self.s.count], np.int64), pycomm)
+                    ex = _exchange(LP_ALLGATHER, np.array([self.s.count], np.int64), pycomm)
+                    for i in range(P):
+                        rc[i] = ex[i]
                 else:
-                    rc = _counts(counts, "counts", P)
-                rd = _displs(rdispls, "displs", rc, P)
-                _no_overlap(rc, rd, "displs")
+                    _counts_into(counts, "counts", P, rc)
+                if _displs_into(rdispls, "displs", rc, P, rd):
+                    _no_overlap(rc, rd, P, "displs")
                 if inplace:
-                    _fits(rc, rd, self.s.count, "recvbuf", "counts")
+                    _fits(rc, rd, P, self.s.count, "recvbuf", "counts")
                 elif self.s.count != rc[rank]:
                     raise ValueError(f"sendbuf has {self.s.count} elements but counts[{rank}] is {rc[rank]}")
-                vc[2 * P:3 * P], vc[3 * P:] = rc, rd
-                self.count = int(rc.sum())
+                for i in range(P):
+                    tot += rc[i]
+                self.count = tot
             else:                                                  # reduce_scatter with counts
-                sc = _counts(counts, "counts", P)
-                sd = _displs(None, "", sc, P)
-                if self.s.count != <size_t>sc.sum():
+                _counts_into(counts, "counts", P, sc)
+                _displs_into(None, "", sc, P, sd)
+                for i in range(P):
+                    tot += sc[i]
+                if self.s.count != tot:
                     raise ValueError(f"{'recvbuf' if inplace else 'sendbuf'} has {self.s.count} elements "
-                                     f"but the counts add up to {sc.sum()}")
-                vc[:P], vc[P:2 * P] = sc, sd
-                self.count = int(sc.sum())
+                                     f"but the counts add up to {tot}")
+                self.count = tot
             self.vc = vc
             return 0
         if send is not None:                                       # uniform blocks
@@ -577,13 +611,14 @@ cdef class Message:
 
     cdef size_t _extent(self, bint recv):
         """Elements the recvbuf (or sendbuf) of a call with per-rank counts spans."""
-        cdef int P = self.size, rank = 0
+        cdef int P = self.size, rank = 0, i
         cdef size_t end = 0
-        v = self.vc
+        cdef size_t *v = <size_t *>cnp.PyArray_DATA(<cnp.ndarray>self.vc)
         if recv and not _ROWS[self.coll]["recv_counts"]:          # one block: my count
             MPI_Comm_rank(self.comm, &rank)
             return v[rank]
-        c, d = (v[2 * P:3 * P], v[3 * P:]) if recv else (v[:P], v[P:2 * P])
+        cdef size_t *c = v + (2 * P if recv else 0)
+        cdef size_t *d = c + P
         for i in range(P):
             if c[i] and c[i] + d[i] > end:
                 end = c[i] + d[i]

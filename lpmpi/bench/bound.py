@@ -6,7 +6,7 @@ and takes the bandwidth of a plain copy (``np.copyto``, whose stores first read 
 write), so a transport whose results stay in the caches or are written with streaming stores
 runs below it (ring over shared memory at 64 MiB on an AMD EPYC VM: 7.4 ms against an
 estimate of 9.96 ms, issue 24).  A claim "at the bound" needs a floor measured the way the
-transports move data (docs/floor_p2.c is one for P = 2); none is built into the bench yet.
+transports move data (tools/floor_p2.c is one for P = 2); none is built into the bench yet.
 
 Model.  P ranks of one node, n bytes per rank, host memory; transfers are single-copy (a rank
 reads a peer's data straight from the peer's buffer, as Linux CMA or a shared-memory window
@@ -29,6 +29,10 @@ Per rank: reads n (2P - 1)/P, writes n, so the traffic is
                 blocks (its own, and the P - 1 peers' from their buffers) and writes them
     reduce_scatter: (P + 1)/P * n, n the P blocks' bytes: the owner of a block reads the P
                 contributions to it (n) and writes it (n/P); P = 1: a copy, 2n
+    the other collectives whose buffers hold a block per rank and do not reduce (from their
+    rows): 2n where the recvbuf holds the P blocks (alltoall, gather's root, allgatherv,
+    alltoallv: each block read once from its sender and written once), 2n/P where it holds one
+    (scatter: each rank copies its block from the root)
 
 (An algorithm that is not single-copy, such as an MPI library's two-copy shared-memory
 path, moves more.)  Every rank does this at once, so the time bound is T(P) / B, with B the
@@ -46,7 +50,7 @@ The bench gives it from BOUND_MIN_BYTES up.
 """
 from __future__ import annotations
 
-COLLECTIVES = ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter")
+from lpmpi.engine import COLLECTIVES, collective_info
 #: the bench gives the bound from this size up (smaller copies measure call overhead, not memory)
 BOUND_MIN_BYTES = 256 << 10
 
@@ -65,6 +69,9 @@ def traffic_bytes(collective: str, nbytes: float, nprocs: int) -> float:
         return 2.0 * nbytes
     if collective == "reduce_scatter":
         return (P + 1) / P * nbytes
+    info = collective_info(collective)
+    if info.blocks and not info.has_op:
+        return 2.0 * nbytes if info.recv_blocks == 0 else 2.0 * nbytes / P
     return (3 * P - 1) / P * nbytes
 
 

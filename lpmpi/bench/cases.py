@@ -133,20 +133,15 @@ def mpi_op(op: str) -> Any:
     return None if op == "avg" else getattr(MPI, op.upper())
 
 
-#: busbw / algbw per collective, as nccl-tests defines them (P ranks)
-BUS_FACTORS = {
-    "allreduce": lambda P: 2.0 * (P - 1) / P,
-    "reduce": lambda P: 1.0,
-    "bcast": lambda P: 1.0,
-    "allgather": lambda P: (P - 1) / P,
-    "reduce_scatter": lambda P: (P - 1) / P,
-}
-
-
 def bus_factor(collective: str, nprocs: int) -> float:
-    """busbw / algbw, as nccl-tests: allreduce 2(P-1)/P, reduce and bcast 1, allgather and
-    reduce_scatter (P-1)/P (their size: the P blocks' bytes)."""
-    return BUS_FACTORS[collective](nprocs)
+    """busbw / algbw, as nccl-tests, from the collective's row: allreduce 2(P-1)/P, reduce and
+    bcast 1, the collectives whose buffers hold a block per rank (allgather, reduce_scatter,
+    alltoall, gather, scatter, their v forms) (P-1)/P (their size: the P blocks' bytes)."""
+    info = engine.collective_info(collective)
+    P = nprocs
+    if info.blocks:
+        return (P - 1) / P
+    return 2.0 * (P - 1) / P if info.has_op and info.result == "all" else 1.0
 
 
 def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int | None, op: str,
@@ -213,12 +208,25 @@ def make_call(
             kw_mpi["op"] = mpi_op(op)
         if info.has_root:
             kw_mpi["root"] = root
+        if info.send_counts or info.recv_counts:      # equal per-rank counts, as lpmpi's row below
+            n = equal_counts(collective, bufs, comm.Get_size())
+            args = tuple([b, n] if b is not None and ((i == 0 and info.send_counts) or (i == 1 and info.recv_counts))
+                         else b for i, b in enumerate(args))
         return functools.partial(getattr(comm, info.mpi4py_name), *args, **kw_mpi)
     kw: dict[str, Any] = {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
     if acc_dtype is not None:
         kw["acc_dtype"] = acc_dtype
-    call = functools.partial(lpmpi_function(collective), *info.lpmpi_args(bufs.send, bufs.recv, op, root, comm), **kw)
+    counts = equal_counts(collective, bufs, comm.Get_size()) if info.send_counts or info.recv_counts else None
+    call = functools.partial(lpmpi_function(collective), *info.lpmpi_args(bufs.send, bufs.recv, op, root, comm,
+                                                                           counts), **kw)
     return with_transport(call, case.transport)
+
+
+def equal_counts(collective: str, bufs: Buffers, nprocs: int) -> list[int]:
+    """The per-rank counts of a v collective's bench row: P equal blocks (the P-block buffer's)."""
+    info = engine.collective_info(collective)
+    whole = bufs.recv if info.recv_counts else bufs.send
+    return [int(np.asarray(whole).size) // max(nprocs, 1)] * nprocs
 
 
 def lpmpi_function(collective: str, form: str = "blocking") -> Callable[..., Any]:

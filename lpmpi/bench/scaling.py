@@ -12,7 +12,7 @@ the measured ranks (busy-waiting in ``MPI_Barrier`` would slow an oversubscribed
 It prints one table per message size, rows P and columns algorithms (time in microseconds), and
 a summary: each algorithm's time at the largest P over its time at P = 2, at the largest size.
 The JSON rows (``--json``) are the plain benchmark's, one per (P, size, algorithm), ``nprocs``
-giving the sub-communicator size; ``docs/plots.py`` draws time against P from them.
+giving the sub-communicator size; ``tools/plots.py`` draws time against P from them.
 """
 
 from __future__ import annotations

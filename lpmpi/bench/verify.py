@@ -144,18 +144,25 @@ def whole_blocks(collective: str, count: int, nprocs: int) -> int:
 
 
 def blocked_value(collective: str, idx: np.ndarray, block: int, rank: int, nprocs: int,
-                  dtype: np.dtype, op: str) -> np.ndarray:
-    """The result of allgather / reduce_scatter at flat indices ``idx`` of ``rank``'s result:
-    allgather's element i is rank i // block's input at i % block; reduce_scatter's element j
-    is the reduction of every rank's input at rank * block + j."""
-    if collective == "allgather":
+                  dtype: np.dtype, op: str, root: int = 0) -> np.ndarray:
+    """The result at flat indices ``idx`` of ``rank``'s recvbuf of a collective whose buffers
+    hold a block per rank, from its row: a recvbuf of P blocks (allgather, alltoall, gather):
+    element i is rank i // block's input at i % block (alltoall: of its block ``rank``); one
+    block: the reduction of every rank's input at rank * block + j (reduce_scatter), or the
+    root's input there (scatter)."""
+    info = engine.collective_info(collective)
+    b = np.uint64(max(block, 1))
+    if info.recv_blocks == 0:
         out = np.empty(idx.size, dtype)
-        src = (idx // np.uint64(max(block, 1))).astype(np.int64)
+        src = (idx // b).astype(np.int64)
+        off = np.uint64(rank * block) if info.send_blocks == 0 else np.uint64(0)
         for q in range(nprocs):
             m = src == q
-            out[m] = pattern(idx[m] % np.uint64(max(block, 1)), q, dtype, op)
+            out[m] = pattern(idx[m] % b + off, q, dtype, op)
         return out
-    return expected_values(idx + np.uint64(rank * block), nprocs, dtype, op)
+    if info.has_op:
+        return expected_values(idx + np.uint64(rank * block), nprocs, dtype, op)
+    return pattern(idx + np.uint64(rank * block), root, dtype, op)
 
 
 def make_buffers(
@@ -211,7 +218,7 @@ def native_reference(
     if not (info.send_blocks and info.recv_blocks):
         block = block_count(s.collective, count, nprocs)
         idx = sample_indices(block * (nprocs if not info.recv_blocks else 1))
-        expected = blocked_value(s.collective, idx, block, rank, nprocs, s.dtype, s.op)
+        expected = blocked_value(s.collective, idx, block, rank, nprocs, s.dtype, s.op, s.root)
     else:
         idx = sample_indices(count) if holds_result else None
         expected = expected_values(idx, nprocs, s.dtype, s.op) if idx is not None else None
