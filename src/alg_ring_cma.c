@@ -168,29 +168,6 @@ const lp_sched_t lp_sched_ring_cma = {plan, phase, NULL, NULL, NULL};
 
 /* ---- the copies (local steps, progress.c) ---- */
 
-/* len bytes of process pid at remote into local */
-int lp_cma_read(int pid, void *local, const void *remote, size_t len) {
-#if defined(__linux__)
-    char *dst = local;
-    const char *src = remote;
-    while (len) {
-        struct iovec l = {dst, len}, rm = {(void *)src, len};
-        ssize_t got = process_vm_readv(pid, &l, 1, &rm, 1, 0);
-        if (got <= 0) {
-            if (got < 0 && errno == EINTR) continue;
-            return LP_FAIL(LP_ERR_MPI, "process_vm_readv from process %d failed: %s", pid,
-                           got < 0 ? strerror(errno) : "no progress");
-        }
-        dst += got;
-        src += got;
-        len -= (size_t)got;
-    }
-    return LP_OK;
-#else
-    (void)pid; (void)local; (void)remote; (void)len;
-    return LP_FAIL(LP_ERR_INTERNAL, "the node-local transport needs Linux");
-#endif
-}
 
 /* step k of a CMA_REDUCE lane: chunk k of my block, folded in ring order:
  * acc = x_{o+1}; acc = x_{o+j} op acc for j = 2 .. P-1; out = x_o op acc */

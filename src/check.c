@@ -124,12 +124,6 @@ cleanup:
     return rc;
 }
 
-int lp_check_local_error(MPI_Comm comm) {
-    lp_ctx_t *ctx;
-    int rc = lp_ctx_ready(comm, &ctx, NULL);
-    if (rc == LP_OK) rc = lp_check_agree(ctx, NULL, 1);
-    return rc;
-}
 
 /* ---------------------------------------------------------------- knobs */
 enum { KN_ALG = 0, KN_CHUNK = KN_ALG + LP_NCOLLS, KN_TP = KN_CHUNK + LP_NCOLLS, KN_WINDOW, KN_MAXMSG,

@@ -7,6 +7,9 @@ size_t lp_max_msg_bytes = (size_t)1 << 30;  /* largest single MPI message */
 int lp_check_enabled;                       /* LPMPI_CHECK: agree on every call first */
 int lp_node_transport = LP_NTM_AUTO;        /* LPMPI_NODE_TRANSPORT: LP_NTM_* */
 long long lp_timeout_ns;                    /* LPMPI_TIMEOUT: the watchdog (progress.c); 0 off */
+/* the generation of everything "auto" reads (model, table rows, overrides: engine.h); starts at
+ * 1 so that zeroed cache entries never match */
+unsigned long lp_select_gen = 1;
 
 long long lp_set_timeout_ns(long long ns) {
     long long prev = lp_timeout_ns;
@@ -19,7 +22,6 @@ void lp_set_node_transport(int mode) {
 }
 
 void lp_configure(size_t max_msg_bytes, int window, int check) {
-    lp_engine_atfork();          /* at import: a child forked before any collective is off too */
     if (max_msg_bytes) lp_max_msg_bytes = max_msg_bytes;
     if (window > 0) lp_window = window > LP_WINDOW_MAX ? LP_WINDOW_MAX : window;
     lp_check_enabled = check;

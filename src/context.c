@@ -52,21 +52,22 @@ long lp_table_mismatches(void) { return mismatches; }
 
 /* the communicator is freed (or MPI finalized): complete what runs on it, free its requests
  * and its duplicate; the context itself goes when the last request pointing at it does */
+/* what ends with a context and with the library (lifecycle.c installs them at load: the
+ * requests of a context, the engine at MPI_Finalize; context.c never calls up into them) */
+static void (*teardown_hook)(lp_ctx_t *);
+static void (*finalize_hook)(void);
+void lp_ctx_set_hooks(void (*teardown)(lp_ctx_t *), void (*finalize)(void)) {
+    teardown_hook = teardown;
+    finalize_hook = finalize;
+}
+
 static void ctx_free(lp_ctx_t *c) {
     atomic_fetch_add_explicit(&freed_gen, 1, memory_order_acq_rel);
     pthread_mutex_lock(&lock);
     for (lp_ctx_t **p = &live; *p; p = &(*p)->next)
         if (*p == c) { *p = c->next; nlive--; break; }
     pthread_mutex_unlock(&lock);
-    lp_engine_drain(c);
-    if (c->breq) lp_req_destroy(c->breq);
-    c->breq = NULL;
-    while (c->pool) {
-        lp_req_t *r = c->pool;
-        c->pool = r->pool_next;
-        lp_req_destroy(r);
-    }
-    c->npool = 0;
+    if (teardown_hook) teardown_hook(c);   /* its requests completed and destroyed */
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     free(c->node);
     free(c->order);
@@ -98,17 +99,19 @@ static int ctx_delete(MPI_Comm comm, int kv, void *val, void *extra) {
     return MPI_SUCCESS;
 }
 
-/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: free everything still cached */
-static int at_finalize(MPI_Comm comm, int kv, void *val, void *extra) {
-    (void)comm; (void)kv; (void)val; (void)extra;
-    if (lp_forked) return MPI_SUCCESS;   /* a forked child: nothing of the parent's is touched */
-    lp_engine_finalize();     /* the progress thread stopped, every started request completed */
-    lp_req_finalize();        /* persistent requests' MPI objects */
+/* every context still cached, freed (lifecycle.c's finalize calls it in its order) */
+void lp_ctx_free_all(void) {
     while (live)
         if (MPI_Comm_delete_attr(live->user, keyval) != MPI_SUCCESS) ctx_free(live);
     MPI_Comm_free_keyval(&keyval);
-    lp_native_free();
-    lp_device_release();
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first: the library's end (lifecycle.c) */
+static int at_finalize(MPI_Comm comm, int kv, void *val, void *extra) {
+    (void)comm; (void)kv; (void)val; (void)extra;
+    if (lp_forked) return MPI_SUCCESS;   /* a forked child: nothing of the parent's is touched */
+    if (finalize_hook) finalize_hook();
+    else lp_ctx_free_all();
     return MPI_SUCCESS;
 }
 
@@ -116,7 +119,6 @@ static int init_once(void) {
     int rc = LP_OK, fin_kv, kv = MPI_KEYVAL_INVALID;
     pthread_mutex_lock(&lock);
     if (keyval != MPI_KEYVAL_INVALID) goto cleanup;
-    lp_engine_atfork();
     LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ctx_delete, &kv, NULL));
     LP_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &fin_kv, NULL));
     LP_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, fin_kv, NULL));

@@ -203,10 +203,15 @@ struct lp_req {
     struct lp_req *pool_next;
 };
 
-/* request.c */
+/* reqmem.c: a request's memory (area kinds: LP_AREA_KIND_HOST, or LP_ALLOC_PINNED / DEVICE) */
+enum { LP_AREA_KIND_HOST = -1 };
 int lp_req_slots(lp_req_t *r, size_t n);        /* room for n MPI requests */
-void lp_req_destroy(lp_req_t *r);               /* an inactive request, for good */
+int lp_req_area_reserve(lp_req_t *r, int area, size_t bytes, int kind);
+void lp_req_areas_free(lp_req_t *r);
+void lp_req_persistent_free(lp_req_t *r);       /* its schedule's persistent MPI requests */
 void lp_req_finalize_one(lp_req_t *r);          /* MPI_Finalize: its MPI objects */
+/* request.c */
+void lp_req_destroy(lp_req_t *r);               /* an inactive request, for good */
 /* progress.c (the engine lock is theirs) */
 extern atomic_long lp_nactive;               /* requests on the active list */
 int lp_engine_start(lp_req_t *r);            /* begin phase 0; nonblocking: onto the active list */
@@ -271,5 +276,9 @@ void lp_node_transports_close(lp_ctx_t *ctx);
 
 /* ---- contexts: references held by requests (context.c; under the engine lock) ---- */
 void lp_ctx_unref(lp_ctx_t *ctx);
+/* lifecycle.c's hooks (installed at load): a context's requests at its end; the library's end at
+ * MPI_Finalize, which frees every context with lp_ctx_free_all */
+void lp_ctx_set_hooks(void (*teardown)(lp_ctx_t *), void (*finalize)(void));
+void lp_ctx_free_all(void);
 
 #endif

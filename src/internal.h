@@ -274,6 +274,9 @@ void lp_traffic_ring(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n)
 void lp_traffic_mst(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
 void lp_traffic_be(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);
 void lp_traffic_direct(lp_traffic_t *t, lp_coll_t coll, int P, int root, double n);   /* pairs */
+/* pattern fn's bytes and messages from each node to the others (lp_net_traffic's, for a pattern) */
+int lp_traffic_count(lp_traffic_fn fn, lp_coll_t coll, int P, const int *node, int root, double n, double c,
+                     double *bytes, double *msgs);
 
 /* one entry of the single algorithm registry (registry.c) */
 typedef struct {

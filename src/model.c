@@ -102,3 +102,33 @@ double lp_optimal_chunk(int alg, int P, int nodes, double n) {
     if (lp_algo_predict(alg, P, nodes, n, n) <= lp_algo_predict(alg, P, nodes, n, c)) c = n;
     return c < 1 ? 1 : c > n ? n : c;
 }
+
+/* ---- the network term (traffic.c counts each pattern) ---- */
+int lp_net_traffic(int alg, int P, const int *node, int root, double n, double c, double *bytes, double *msgs) {
+    if (alg < 0 || alg >= lp_nalgos) return LP_ERR_ARG;
+    const lp_algo_t *A = &lp_algos[alg];
+    return lp_traffic_count(A->traffic, A->coll, P, node, root, n, A->chunked ? c : 0, bytes, msgs);
+}
+
+/* the network term of a prediction: the busiest node's off-node bytes and messages at what
+ * they cost beyond the node-local rates (model.c adds it to the registry's cost) */
+double lp_net_cost(const lp_model_t *m, int alg, int P, int nodes, double n, double c) {
+    if (nodes <= 1 || P <= 1 || (m->alpha_net <= m->alpha && m->beta_net <= m->beta)) return 0;
+    int small[64], *node = P <= 64 ? small : malloc((size_t)P * sizeof *node);
+    double sb[128], *buf = P <= 64 ? sb : malloc(2 * (size_t)P * sizeof *buf);
+    double worst = 0;
+    if (node && buf) {
+        lp_block_layout(P, nodes, node);
+        if (lp_net_traffic(alg, P, node, 0, n, c, buf, buf + P) == LP_OK) {
+            double da = m->alpha_net > m->alpha ? m->alpha_net - m->alpha : 0;
+            double db = m->beta_net > m->beta ? m->beta_net - m->beta : 0;
+            for (int r = 0; r < P; r++) {
+                double x = buf[r] * db + buf[P + r] * da;
+                if (x > worst) worst = x;
+            }
+        }
+    }
+    if (node != small) free(node);
+    if (buf != sb) free(buf);
+    return worst;
+}

@@ -1156,6 +1156,8 @@ static void fork_child(void) {
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 void lp_engine_atfork(void) { pthread_once(&fork_once, fork_register); }
+/* at load: a child forked before any collective is off too */
+__attribute__((constructor)) static void atfork_at_load(void) { lp_engine_atfork(); }
 
 int lp_not_forked(void) {
     if (!lp_forked) return LP_OK;

@@ -20,84 +20,8 @@
 #include <limits.h>
 #include <stdlib.h>
 
-/* ------------------------------------------------------------------------------- memory */
-enum { MEM_HOST = -1 };   /* area kinds: MEM_HOST, or LP_ALLOC_PINNED / LP_ALLOC_DEVICE */
-
-char *lp_req_area(lp_req_t *r, int area) { return r->area[area]; }
-
-static void area_free(lp_req_t *r, int i) {
-    if (!r->area[i]) return;
-    if (r->area_kind[i] == MEM_HOST) {
-        free(r->area[i]);
-    } else {
-        const lp_devops_t *d = r->area_ops[i];
-        int saved = 0, entered = d->enter(r->area_dev[i], &saved) == LP_OK;
-        d->mem_free(r->area_kind[i], r->area[i]);
-        if (entered) d->leave(saved);
-    }
-    r->area[i] = NULL;
-    r->area_bytes[i] = 0;
-}
-
-/* area i of at least `bytes`, of kind `kind` (a device kind: on the request's device) */
-static int area_reserve(lp_req_t *r, int i, size_t bytes, int kind) {
-    int rc = LP_OK, saved = 0, entered = 0;
-    const lp_devops_t *d = r->a.dev;
-    if (!bytes) return LP_OK;
-    if (r->area[i] && r->area_bytes[i] >= bytes && r->area_kind[i] == kind &&
-        (kind == MEM_HOST || (r->area_ops[i] == d && r->area_dev[i] == r->devid)))
-        return LP_OK;
-    area_free(r, i);
-    size_t want = (bytes + 63) & ~(size_t)63;
-    void *p = NULL;
-    if (kind == MEM_HOST) {
-        if (posix_memalign(&p, 64, want) != 0)
-            return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu bytes of scratch space", want);
-    } else {
-        LP_TRY(d->enter(r->devid, &saved));
-        entered = 1;
-        LP_TRY(d->mem_alloc(kind, want, &p));
-    }
-    r->area[i] = p;
-    r->area_bytes[i] = want;
-    r->area_kind[i] = kind;
-    r->area_ops[i] = d;
-    r->area_dev[i] = r->devid;
-cleanup:
-    if (entered) d->leave(saved);
-    return rc;
-}
-
-int lp_req_slots(lp_req_t *r, size_t n) {
-    if (n <= r->reqcap) return LP_OK;
-    MPI_Request *q = realloc(r->reqs, n * sizeof *q);
-    if (q) r->reqs = q;
-    unsigned char *f = realloc(r->fin, n);
-    if (f) r->fin = f;
-    if (!q || !f) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu MPI requests", n);
-    r->reqcap = n;
-    return LP_OK;
-}
-
-int lp_req_alloc_persistent(lp_req_t *r, size_t n, MPI_Request **out) {
-    MPI_Request *p = calloc(n ? n : 1, sizeof *p);
-    if (!p) return LP_FAIL(LP_ERR_NOMEM, "cannot allocate %zu persistent MPI requests", n);
-    for (size_t i = 0; i < n; i++) p[i] = MPI_REQUEST_NULL;
-    r->preq = p;
-    r->npreq = n;
-    *out = p;
-    return LP_OK;
-}
-
-/* the MPI objects of a persistent request (made by its schedule's init) */
-static void persistent_free(lp_req_t *r) {
-    if (r->sched && r->sched->fini) r->sched->fini(r);
-    for (size_t i = 0; i < r->npreq; i++)
-        if (r->preq[i] != MPI_REQUEST_NULL && !r->finalized) MPI_Request_free(&r->preq[i]);
-    free(r->preq);
-    r->preq = NULL;
-    r->npreq = 0;
-}
+#define MEM_HOST LP_AREA_KIND_HOST
+#define area_reserve lp_req_area_reserve
 
 /* ------------------------------------------------------------------------------- lifetime */
 static int req_new(lp_ctx_t *ctx, int kind, lp_req_t **out) {
@@ -119,9 +43,8 @@ static int req_new(lp_ctx_t *ctx, int kind, lp_req_t **out) {
 
 /* free everything of an inactive request (its memory only if nothing can still land in it) */
 static void req_destroy(lp_req_t *r) {
-    persistent_free(r);
-    if (!r->poisoned)
-        for (int i = 0; i < 3; i++) area_free(r, i);
+    lp_req_persistent_free(r);
+    if (!r->poisoned) lp_req_areas_free(r);
     if (r->nev) lp_events_release(r->ev_first, r->nev);
     if (!r->poisoned) {
         free(r->reqs);
@@ -609,7 +532,28 @@ int lp_req_free(lp_req_t *r) {
 
 /* MPI_Finalize: the MPI objects of every live request go now (the requests themselves when
  * their owners free them) */
-void lp_req_finalize_one(lp_req_t *r) {
-    persistent_free(r);
-    r->finalized = 1;
+
+/* ------------------------------------------------------------------------------- other entry points */
+/* lpmpi.select / explain: what auto decides for a size, on comm's context if it has one (select.c) */
+int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
+              size_t chunk_bytes, lp_choice_t *out) {
+    int rc = LP_OK, size = 0;
+    lp_ctx_t *ctx = NULL;
+    LP_TRY(lp_ctx_find(comm, &ctx));
+    if (ctx) size = ctx->size;
+    else LP_MPI(MPI_Comm_size(comm, &size));
+    const lp_key_t k = {.coll = coll, .P = size, .nbytes = nbytes, .mem = mem, .acc = acc != 0,
+                        .nodes = ctx && ctx->nnodes > 0 ? ctx->nnodes : 1};
+    rc = lp_decide(ctx, &k, alg, chunk_bytes, out);
+cleanup:
+    return rc;
+}
+
+/* LPMPI_CHECK on a rank whose own arguments were bad: prepare the context as a call would, then
+ * take part in the agreement (check.c), so that the other ranks raise instead of hanging */
+int lp_check_local_error(MPI_Comm comm) {
+    lp_ctx_t *ctx;
+    int rc = lp_ctx_ready(comm, &ctx, NULL);
+    if (rc == LP_OK) rc = lp_check_agree(ctx, NULL, 1);
+    return rc;
 }

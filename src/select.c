@@ -18,7 +18,6 @@
  * collective, keyed by size and memory kind, until anything they read changes. */
 #include "engine.h"
 
-unsigned long lp_select_gen = 1;   /* starts at 1 so that zeroed cache entries never match */
 
 /* the overrides per collective, +1: 0 is none (a zeroed slot of any collective, whatever
  * LP_NCOLLS is; an explicit {-1, -1, -1} left a fourth collective's slot at 0, "lp") */
@@ -145,16 +144,3 @@ int lp_decide(lp_ctx_t *ctx, const lp_key_t *k, int alg, size_t chunk_bytes, lp_
     return LP_OK;
 }
 
-int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, int alg,
-              size_t chunk_bytes, lp_choice_t *out) {
-    int rc = LP_OK, size = 0;
-    lp_ctx_t *ctx = NULL;
-    LP_TRY(lp_ctx_find(comm, &ctx));
-    if (ctx) size = ctx->size;
-    else LP_MPI(MPI_Comm_size(comm, &size));
-    const lp_key_t k = {.coll = coll, .P = size, .nbytes = nbytes, .mem = mem, .acc = acc != 0,
-                        .nodes = ctx && ctx->nnodes > 0 ? ctx->nnodes : 1};
-    rc = lp_decide(ctx, &k, alg, chunk_bytes, out);
-cleanup:
-    return rc;
-}

@@ -213,8 +213,9 @@ void lp_block_layout(int P, int nodes, int *node) {
     }
 }
 
-int lp_net_traffic(int alg, int P, const int *node, int root, double n, double c, double *bytes, double *msgs) {
-    if (alg < 0 || alg >= lp_nalgos || P < 1 || !node) return LP_ERR_ARG;
+int lp_traffic_count(lp_traffic_fn fn, lp_coll_t coll, int P, const int *node, int root, double n, double c,
+                     double *bytes, double *msgs) {
+    if (!fn || P < 1 || !node) return LP_ERR_ARG;
     int *order = malloc(2 * (size_t)P * sizeof *order);
     double *b = calloc(2 * (size_t)P, sizeof *b);
     if (!order || !b) { free(order); free(b); return LP_ERR_NOMEM; }
@@ -227,9 +228,8 @@ int lp_net_traffic(int alg, int P, const int *node, int root, double n, double c
                 if (node[r] == lead) order[k++] = r;
     if (k != P) { free(order); free(b); return LP_ERR_ARG; }   /* node[] is not a node map */
     for (int i = 0; i < P; i++) pos[order[i]] = i;
-    tr_t t = {.node = node, .order = order, .pos = pos, .bytes = b, .msgs = b + P,
-              .c = lp_algos[alg].chunked ? c : 0};
-    if (P > 1) lp_algos[alg].traffic(&t, lp_algos[alg].coll, P, root, n);
+    tr_t t = {.node = node, .order = order, .pos = pos, .bytes = b, .msgs = b + P, .c = c};
+    if (P > 1) fn(&t, coll, P, root, n);
     for (int r = 0; r < P; r++) bytes[r] = msgs[r] = 0;   /* per node, at its lowest rank */
     for (int r = 0; r < P; r++) {
         bytes[node[r]] += t.bytes[r];
@@ -240,25 +240,3 @@ int lp_net_traffic(int alg, int P, const int *node, int root, double n, double c
     return LP_OK;
 }
 
-/* the network term of a prediction: the busiest node's off-node bytes and messages at what
- * they cost beyond the node-local rates (model.c adds it to the registry's cost) */
-double lp_net_cost(const lp_model_t *m, int alg, int P, int nodes, double n, double c) {
-    if (nodes <= 1 || P <= 1 || (m->alpha_net <= m->alpha && m->beta_net <= m->beta)) return 0;
-    int small[64], *node = P <= 64 ? small : malloc((size_t)P * sizeof *node);
-    double sb[128], *buf = P <= 64 ? sb : malloc(2 * (size_t)P * sizeof *buf);
-    double worst = 0;
-    if (node && buf) {
-        lp_block_layout(P, nodes, node);
-        if (lp_net_traffic(alg, P, node, 0, n, c, buf, buf + P) == LP_OK) {
-            double da = m->alpha_net > m->alpha ? m->alpha_net - m->alpha : 0;
-            double db = m->beta_net > m->beta ? m->beta_net - m->beta : 0;
-            for (int r = 0; r < P; r++) {
-                double x = buf[r] * db + buf[P + r] * da;
-                if (x > worst) worst = x;
-            }
-        }
-    }
-    if (node != small) free(node);
-    if (buf != sb) free(buf);
-    return worst;
-}

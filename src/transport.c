@@ -7,7 +7,9 @@
 #define _GNU_SOURCE     /* process_vm_readv (sys/uio.h) */
 #endif
 #include "engine.h"
+#include <errno.h>
 #include <stdint.h>
+#include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
 #if defined(__linux__)
@@ -93,4 +95,30 @@ void lp_node_transports_close(lp_ctx_t *ctx) {
     ctx->pids = NULL;
     lp_shm_close(ctx->shm);
     ctx->shm = NULL;
+}
+
+/* ---- single-copy reads (Linux cross-memory attach): the node-local transport of alg_ring_cma.c
+ * and alg_direct.c ---- */
+/* len bytes of process pid at remote into local */
+int lp_cma_read(int pid, void *local, const void *remote, size_t len) {
+#if defined(__linux__)
+    char *dst = local;
+    const char *src = remote;
+    while (len) {
+        struct iovec l = {dst, len}, rm = {(void *)src, len};
+        ssize_t got = process_vm_readv(pid, &l, 1, &rm, 1, 0);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            return LP_FAIL(LP_ERR_MPI, "process_vm_readv from process %d failed: %s", pid,
+                           got < 0 ? strerror(errno) : "no progress");
+        }
+        dst += got;
+        src += got;
+        len -= (size_t)got;
+    }
+    return LP_OK;
+#else
+    (void)pid; (void)local; (void)remote; (void)len;
+    return LP_FAIL(LP_ERR_INTERNAL, "the node-local transport needs Linux");
+#endif
 }

@@ -176,3 +176,45 @@ def test_bench_modules_have_a_docstring_and_no_reach_into_the_package(module):
     path = modules()[module]
     assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
     assert "lpmpi.bench" not in graph()[module]
+
+
+# ---------------------------------------------------------------- the C engine's layers (src/)
+def _src_graph():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("src_graph", ROOT / "tools" / "src_graph.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_src_graph_sees_the_uses(tmp_path):
+    """The reader of src/ finds calls, references to globals and includes, and the cycles they
+    make (a two-file circle written here), so that a clean result below means something."""
+    g = _src_graph()
+    uses, includes, why = g.graph()
+    assert "progress.c" in uses["request.c"] and "lp_engine_run" in why["request.c"]["progress.c"]
+    assert "reqmem.c" in uses["alg_ring.c"] and "lp_req_area" in why["alg_ring.c"]["reqmem.c"]
+    assert "alg_ring.c" in uses["registry.c"] and "lp_sched_ring" in why["registry.c"]["alg_ring.c"]
+    assert "internal.h" in includes["engine.h"]
+    (tmp_path / "a.c").write_text('#include "a.h"\nint fa(void) { return fb(); }\n')
+    (tmp_path / "b.c").write_text('/* fa() in a comment is no call */\nint fb(void) { return fa(); }\n')
+    (tmp_path / "a.h").write_text('#include "b.h"\n')
+    (tmp_path / "b.h").write_text('#include "a.h"\n')
+    u, inc, _ = g.graph(tmp_path)
+    assert g.cycles(u) == [["a.c", "b.c"]] and g.cycles(inc) == [["a.h", "b.h"]]
+
+
+def test_no_upward_call_or_include_cycle_in_src():
+    """src/ is layers that point one way (entry -> decision -> schedules -> progress -> transports
+    -> MPI; docs/design.md): no file uses, through any chain of calls or global references, a file
+    that uses it back, and no header includes itself through others.  What ends the engine's state
+    sits on top (lifecycle.c), a request's memory below the schedules (reqmem.c); context.c calls
+    lifecycle.c only through the hooks it installs at load."""
+    g = _src_graph()
+    uses, includes, why = g.graph()
+    bad = g.cycles(uses) + g.cycles(includes)
+    detail = [f"{a} -> {b}: {', '.join(sorted(why.get(a, {}).get(b, ())))}"
+              for c in bad for a in c for b in c if b in why.get(a, {})]
+    assert not bad, "cycles between src/ files (tools/src_graph.py):\n" + "\n".join(detail)

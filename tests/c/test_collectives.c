@@ -102,10 +102,11 @@ int main(int argc, char **argv) {
     for (int alg = 0; alg < lp_algo_count(); alg++) {
         lp_coll_t coll = (lp_coll_t)lp_algo_coll(alg);
         const char *name = lp_algo_name(alg);
-        int has_op, has_root, input, result, sblocks, rblocks, shm;
-        lp_coll_traits(coll, &has_op, &has_root, &input, &result, &sblocks, &rblocks, &shm);
-        if (sblocks != 1 || rblocks != 1) continue;   /* allgather, reduce_scatter: their buffers
-                                                         differ (tests/blocks_cases.py) */
+        int has_op, has_root, input, result, sblocks, rblocks, shm, vcounts;
+        lp_coll_traits(coll, &has_op, &has_root, &input, &result, &sblocks, &rblocks, &shm, &vcounts);
+        if (sblocks != 1 || rblocks != 1) continue;   /* the collectives with a block per rank: their
+                                                         buffers differ (tests/blocks_cases.py,
+                                                         tests/move_cases.py) */
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             lp_dtype_t dt = cases[ci].dt;
             lp_op_t op = cases[ci].op;
