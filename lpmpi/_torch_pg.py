@@ -1,8 +1,10 @@
 """torch.distributed backend "lpmpi" (imported by ``lpmpi.torch``, which registers it).
 
 A Python ``torch.distributed.ProcessGroup`` on an MPI communicator: allreduce, reduce, bcast,
-allgather and reduce_scatter run lpmpi's algorithms as nonblocking requests; gather, scatter,
-all-to-all, send/recv and barrier run MPI's own calls through mpi4py.  Every call returns a
+allgather and reduce_scatter (uneven lists through allgatherv and reduce_scatter with counts),
+gather, scatter and all-to-all (even and uneven splits: alltoall / alltoallv) run lpmpi's
+algorithms as nonblocking requests (LPMPI_CHECK, the watchdog); send/recv and barrier run
+MPI's own calls through mpi4py.  Every call returns a
 ``Work`` at once; ``wait()`` completes it in the calling thread (no thread hop: the common
 ``async_op=False`` path costs one lpmpi request), ``get_future()`` hands the request to one
 completer thread that completes the future when the request does (DDP chains its buckets on
@@ -256,17 +258,22 @@ def _check(t: torch.Tensor, what: str) -> None:
 
 
 def _check_list(what: str, one: torch.Tensor, one_role: str, many: list, many_role: str,
-                P: int) -> None:
-    """A list form's P tensors: each the size and dtype of the one on the other side."""
+                P: int, uneven: bool = False) -> bool:
+    """A list form's P tensors: each the dtype of the one on the other side, and its size (or,
+    with uneven, any sizes: the v collectives, where ``one`` is this rank's).  Returns True when
+    the sizes differ."""
     _check(one, what)
     if len(many) != P:
         raise ValueError(f"lpmpi backend: {what} needs a list of {P} {many_role} tensors, got "
                          f"{len(many)}")
+    differ = False
     for t in many:
         _check(t, what)
-        if t.numel() != one.numel() or t.dtype != one.dtype:
+        if t.dtype != one.dtype or (t.numel() != one.numel() and not uneven):
             raise ValueError(f"lpmpi backend: {what}'s {many_role} tensors must have the "
                              f"{one_role}'s size and dtype")
+        differ |= t.numel() != one.numel()
+    return differ
 
 
 def _dense(t: torch.Tensor):
@@ -333,6 +340,19 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             self._kw["algorithm"] = options.algorithm
         if options.chunk_bytes is not None:
             self._kw["chunk_bytes"] = options.chunk_bytes
+        self._kwc: dict[str, dict[str, Any]] = {}
+
+    def _kw_for(self, collective: str) -> dict[str, Any]:
+        """lpmpi's keywords for a collective the group's ``algorithm`` may not name (gather,
+        scatter, all-to-all, the v forms: those calls went to mpi4py before): its algorithm
+        where it is one of the collective's, else auto."""
+        kw = self._kwc.get(collective)
+        if kw is None:
+            kw = dict(self._kw)
+            if kw.get("algorithm") not in (None, *lpmpi.algorithms(collective)):
+                del kw["algorithm"]
+            self._kwc[collective] = kw
+        return kw
 
     # -- identity --
     def getBackendName(self) -> str:
@@ -538,14 +558,26 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         P = self._comm.Get_size()
         reqs, afters = [], []
         for outs, x in zip(output_lists, inputs, strict=True):
-            _check_list("all_gather", x, "input", outs, "output", P)
             xd, _ = _dense(x)
-            buf = torch.empty((P, x.numel()), dtype=x.dtype)
-            reqs.append(lpmpi.iallgather(xd.reshape(-1), buf, comm=self._comm, **self._kw))
+            if _check_list("all_gather", x, "input", outs, "output", P, uneven=True):
+                counts = [o.numel() for o in outs]       # uneven: allgatherv
+                if counts[self._comm.Get_rank()] != x.numel():
+                    raise ValueError(f"lpmpi backend: all_gather's output {self._comm.Get_rank()} "
+                                     f"must have the input's {x.numel()} elements")
+                buf = torch.empty(sum(counts), dtype=x.dtype)
+                reqs.append(lpmpi.iallgatherv(xd.reshape(-1), buf, counts, comm=self._comm, **self._kw_for("allgatherv")))
+                offs = [sum(counts[:q]) for q in range(P)]
 
-            def back(outs=outs, buf=buf) -> None:
-                for q, o in enumerate(outs):
-                    o.copy_(buf[q].view(o.shape))
+                def back(outs=outs, buf=buf, offs=offs) -> None:
+                    for q, o in enumerate(outs):
+                        o.copy_(buf[offs[q]:offs[q] + o.numel()].view(o.shape))
+            else:
+                buf = torch.empty((P, x.numel()), dtype=x.dtype)
+                reqs.append(lpmpi.iallgather(xd.reshape(-1), buf, comm=self._comm, **self._kw))
+
+                def back(outs=outs, buf=buf) -> None:
+                    for q, o in enumerate(outs):
+                        o.copy_(buf[q].view(o.shape))
             afters.append(back)
         return self._w(opts, reqs, [o for outs in output_lists for o in outs], _chain(*afters))
 
@@ -586,20 +618,21 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         P = self._comm.Get_size()
         reqs, afters = [], []
         for out, ins in zip(outputs, input_lists, strict=True):
-            _check_list("reduce_scatter", out, "output", ins, "input", P)
+            uneven = _check_list("reduce_scatter", out, "output", ins, "input", P, uneven=True)
             op, f = self._op(opts, "reduce_scatter")
-            x = torch.stack([t.reshape(-1) for t in ins])
+            counts = [t.numel() for t in ins] if uneven else None   # uneven: MPI_Reduce_scatter
+            if uneven and counts[self._comm.Get_rank()] != out.numel():
+                raise ValueError(f"lpmpi backend: reduce_scatter's input {self._comm.Get_rank()} "
+                                 f"must have the output's {out.numel()} elements")
+            x = torch.cat([t.reshape(-1) for t in ins]) if uneven else torch.stack([t.reshape(-1) for t in ins])
             if f is not None:
                 x = self._premul(x, f)
             d, back = _dense(out)
             reqs.append(lpmpi.ireduce_scatter(x, d.reshape(-1), op=op, comm=self._comm,
-                                              acc_dtype=self._acc(op, out.dtype), **self._kw))
+                                              acc_dtype=self._acc(op, out.dtype), counts=counts,
+                                              **(self._kw_for("reduce_scatter_v") if uneven else self._kw)))
             afters.append(back)
         return self._w(opts, reqs, outputs, _chain(*afters))
-
-    # -- MPI's own calls (mpi4py), on the tensors' bytes --
-    def barrier(self, opts: Any = None) -> dist.Work:
-        return self._w(opts, [self._comm.Ibarrier()], [])
 
     def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
                opts: Any = None) -> dist.Work:
@@ -609,12 +642,11 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         x, _ = _dense(inputs[0])
         _check(x, "gather")
         if self._comm.Get_rank() != root:
-            return self._w(opts, [self._comm.Igather(_bytes(x), None, root=root)], [])
+            return self._w(opts, [lpmpi.igather(x.reshape(-1), None, root=root, comm=self._comm, **self._kw_for("gather"))], [])
         outs = output_lists[0] if output_lists else []
-        if len(outs) != P:
-            raise ValueError(f"lpmpi backend: gather needs {P} output tensors on the root, got {len(outs)}")
+        _check_list("gather", x, "input", outs, "output", P)
         buf = torch.empty((P, x.numel()), dtype=x.dtype)
-        req = self._comm.Igather(_bytes(x), _bytes(buf), root=root)
+        req = lpmpi.igather(x.reshape(-1), buf, root=root, comm=self._comm, **self._kw_for("gather"))
 
         def back() -> None:
             for q, o in enumerate(outs):
@@ -632,38 +664,46 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
         send = None
         if self._comm.Get_rank() == root:
             ins = input_lists[0] if input_lists else []
-            if len(ins) != P:
-                raise ValueError(f"lpmpi backend: scatter needs {P} input tensors on the root, got {len(ins)}")
-            send = _bytes(torch.stack([t.reshape(-1) for t in ins]))
-        req = self._comm.Iscatter(send, _bytes(d), root=root)
-        return self._w(opts, [req, _Keep(send)], outputs, back)
+            _check_list("scatter", out, "output", ins, "input", P)
+            send = torch.stack([t.reshape(-1) for t in ins])
+        req = lpmpi.iscatter(send, d.reshape(-1), root=root, comm=self._comm, **self._kw_for("scatter"))
+        return self._w(opts, [req], outputs, back)
 
     def alltoall_base(self, output: torch.Tensor, input: torch.Tensor,
                       output_split_sizes: list[int], input_split_sizes: list[int],
                       opts: Any = None) -> dist.Work:
         _check(output, "all_to_all_single")
         _check(input, "all_to_all_single")
+        if output.dtype != input.dtype:
+            raise ValueError(f"lpmpi backend: all_to_all_single's input and output must have one "
+                             f"dtype, got {input.dtype} and {output.dtype}")
         P = self._comm.Get_size()
         x, _ = _dense(input)
         d, back = _dense(output)
-        row_in = x[0].numel() * x.element_size() if x.dim() and x.shape[0] else 0
-        row_out = d[0].numel() * d.element_size() if d.dim() and d.shape[0] else 0
+        if not input_split_sizes and not output_split_sizes:   # even: alltoall
+            for t, what in ((x, "input"), (d, "output")):
+                if t.dim() == 0 or t.shape[0] % P:
+                    raise ValueError(f"lpmpi backend: all_to_all_single without split sizes needs "
+                                     f"an {what} whose first dimension divides by {P}")
+            if x.numel() != d.numel():
+                raise ValueError("lpmpi backend: all_to_all_single's input and output differ in size")
+            req = lpmpi.ialltoall(x.reshape(-1), d.reshape(-1), comm=self._comm, **self._kw_for("alltoall"))
+            return self._w(opts, [req], [output], back)
 
-        def counts(splits, t, row, what):
+        def counts(splits, t, what):                        # uneven: alltoallv, in elements
+            row = t[0].numel() if t.dim() and t.shape[0] else 0
             if not splits:
                 if t.dim() == 0 or t.shape[0] % P:
                     raise ValueError(f"lpmpi backend: all_to_all_single without {what} needs a "
                                      f"first dimension divisible by {P}")
-                return [t.numel() * t.element_size() // P] * P
+                return [t.numel() // P] * P
             if len(splits) != P or sum(splits) != (t.shape[0] if t.dim() else 0):
                 raise ValueError(f"lpmpi backend: all_to_all_single's {what} must be {P} sizes "
                                  f"summing to the first dimension")
             return [s * row for s in splits]
-        sc = counts(input_split_sizes, x, row_in, "input_split_sizes")
-        rc = counts(output_split_sizes, d, row_out, "output_split_sizes")
-        sd = [sum(sc[:q]) for q in range(P)]
-        rd = [sum(rc[:q]) for q in range(P)]
-        req = self._comm.Ialltoallv([_bytes(x), sc, sd, MPI.BYTE], [_bytes(d), rc, rd, MPI.BYTE])
+        sc = counts(input_split_sizes, x, "input_split_sizes")
+        rc = counts(output_split_sizes, d, "output_split_sizes")
+        req = lpmpi.ialltoallv(x.reshape(-1), sc, d.reshape(-1), rc, comm=self._comm, **self._kw_for("alltoallv"))
         return self._w(opts, [req], [output], back)
 
     all_to_all_single = alltoall_base
@@ -675,19 +715,23 @@ class ProcessGroupLpmpi(dist.ProcessGroup):
             raise ValueError(f"lpmpi backend: all_to_all needs {P} input and {P} output tensors")
         for t in (*outputs, *inputs):
             _check(t, "all_to_all")
-        send = torch.cat([t.reshape(-1).view(torch.uint8) for t in inputs]) if inputs else None
+        # the tensors' bytes, one block per peer: alltoallv of uint8 (any dtype, any sizes)
+        send = torch.cat([_dense(t)[0].reshape(-1).view(torch.uint8) for t in inputs])
         sc = [t.numel() * t.element_size() for t in inputs]
         rc = [t.numel() * t.element_size() for t in outputs]
         recv = torch.empty(sum(rc), dtype=torch.uint8)
-        req = self._comm.Ialltoallv([send.numpy(), sc, [sum(sc[:q]) for q in range(P)], MPI.BYTE],
-                                    [recv.numpy(), rc, [sum(rc[:q]) for q in range(P)], MPI.BYTE])
+        req = lpmpi.ialltoallv(send, sc, recv, rc, comm=self._comm, **self._kw_for("alltoallv"))
 
         def back() -> None:
             o = 0
             for t, n in zip(outputs, rc):
                 t.copy_(recv[o:o + n].view(t.dtype).view(t.shape))
                 o += n
-        return self._w(opts, [req, _Keep(send)], outputs, back)
+        return self._w(opts, [req], outputs, back)
+
+    # -- MPI's own calls (mpi4py), on the tensors' bytes --
+    def barrier(self, opts: Any = None) -> dist.Work:
+        return self._w(opts, [self._comm.Ibarrier()], [])
 
     def send(self, tensors: list[torch.Tensor], dstRank: int, tag: int) -> dist.Work:
         reqs = []

@@ -42,7 +42,7 @@ from mpi4py import MPI
 
 from lpmpi import _core
 
-__all__ = ["allgather", "allreduce", "bcast", "default_comm", "reduce", "reduce_scatter"]
+__all__ = ["allgather", "allreduce", "alltoall", "bcast", "default_comm", "reduce", "reduce_scatter"]
 
 
 # ---- what differs across JAX versions (0.9, 0.10): private names, one place ----
@@ -131,6 +131,11 @@ def _flag(v) -> bool:
 
 # ---- one primitive per collective ----
 def _out_aval(coll: str, x, size: int):
+    if coll == "alltoall":
+        if not x.shape or x.shape[0] != size:
+            raise ValueError(f"alltoall: x must have shape (P, ...) with P = {size} "
+                             f"(block j goes to rank j), got {tuple(x.shape)}")
+        return _compat.ShapedArray(tuple(x.shape), x.dtype)
     if coll == "allgather":
         return _compat.ShapedArray((size,) + tuple(x.shape), x.dtype)
     if coll == "reduce_scatter":
@@ -175,6 +180,8 @@ def _make(coll: str):
         (x,), (d,) = args, dims
         if coll == "reduce_scatter":      # blocks along axis 0: the batch goes inside each block
             return p.bind(jax.numpy.moveaxis(x, d, 1), **params), 0
+        if coll == "alltoall":            # blocks along axis 0 both ways
+            return p.bind(jax.numpy.moveaxis(x, d, 1), **params), 1
         out = p.bind(x, **params)
         return out, (d + 1 if coll == "allgather" else d)
 
@@ -182,7 +189,7 @@ def _make(coll: str):
     return p
 
 
-_P = {c: _make(c) for c in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter")}
+_P = {c: _make(c) for c in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall")}
 _SUM = _core.Op.SUM.value
 
 
@@ -265,3 +272,11 @@ def reduce_scatter(x: Any, op: Any, *, comm: MPI.Intracomm | None = None,
     x = _array(x)
     return _P["reduce_scatter"].bind(x, **_params("reduce_scatter", x, op, 0, comm, algorithm,
                                                   chunk_bytes, acc_dtype))
+
+
+def alltoall(x: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+             chunk_bytes: int | None = None):
+    """``x`` of shape ``(P, ...)``: block j goes to rank j; row i of the result (the same
+    shape) came from rank i (mpi4jax's ``alltoall``)."""
+    x = _array(x)
+    return _P["alltoall"].bind(x, **_params("alltoall", x, None, 0, comm, algorithm, chunk_bytes, None))

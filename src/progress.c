@@ -359,7 +359,12 @@ static int phase_begin(lp_req_t *r) {
             r->nlanes = 0;
             r->build_rc = LP_OK;
             if (r->phase < r->nsched) LP_TRY(r->sched->phase(r, &r->a, r->phase));
-            else lp_lane_narrow(r, &r->a, r->a.acc, r->a.rbuf, r->a.count * r->a.esize, 0);
+            else {                                  /* acc_dtype: round this rank's result once */
+                size_t off, len;
+                lp_recv_part(&r->a, r->a.rank, &off, &len);
+                if (!lp_per_rank_blocks(r->a.coll)) len = r->a.count;
+                lp_lane_narrow(r, &r->a, r->a.acc, r->a.rbuf, len * r->a.esize, 0);
+            }
             LP_TRY(r->build_rc);
             r->lanes_left = 0;
             for (int i = 0; i < r->nlanes; i++) {

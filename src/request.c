@@ -213,7 +213,7 @@ typedef struct {
 } call_t;
 
 /* 1-3: the checks C callers can get wrong, memory routing, the prepared context */
-static int call_check(call_t *c, lp_coll_t coll, MPI_Comm comm, size_t count, lp_dtype_t dt, lp_op_t op,
+static int call_check(call_t *c, const lp_call_t *k, lp_coll_t coll, MPI_Comm comm, size_t count, lp_dtype_t dt, lp_op_t op,
                       int root, lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
     int rc = LP_OK;
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
@@ -233,6 +233,7 @@ static int call_check(call_t *c, lp_coll_t coll, MPI_Comm comm, size_t count, lp
     c->mem = mem;
     LP_TRY(lp_ctx_ready(comm, &c->ctx, NULL));
     if (root < 0 || root >= c->ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
+    if (k->scounts && T->rblocks == 1) count = k->scounts[c->ctx->rank];   /* my block's (per-rank counts) */
     if (c->accum && !acc && count && lp_on(T->result, c->ctx->rank, root))   /* (empty: may be NULL) */
         return LP_FAIL(LP_ERR_ARG, "acc: NULL on a rank that gets a result (the 16-bit output)");
 cleanup:
@@ -291,7 +292,7 @@ int lp_call_decision(lp_decision_t *out, const lp_call_t *k) {
     if (lp_forked) return lp_not_forked();
     if (!lp_comm_ready(comm))
         return LP_FAIL(LP_ERR_ARG, "lp_request_decision: the communicator is not prepared (lp_comm_prepare)");
-    LP_TRY(call_check(&c, coll, comm, count, dt, op, root, mem, acc, acc_dt));
+    LP_TRY(call_check(&c, k, coll, comm, count, dt, op, root, mem, acc, acc_dt));
     LP_TRY(call_decide(&c, coll, count, dt, acc_dt, alg, chunk_bytes));
     static const int tp_of_ring[] = {LP_TP_MPI, LP_TP_SHM, LP_TP_CMA};
     *out = (lp_decision_t){.choice = c.ch, .key = c.key,
@@ -366,7 +367,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
-    LP_TRY(call_check(&c, coll, comm, count, dt, op, root, mem, acc, acc_dt));
+    LP_TRY(call_check(&c, k, coll, comm, count, dt, op, root, mem, acc, acc_dt));
     lp_ctx_t *ctx = c.ctx;
     const lp_coll_traits_t *T = lp_traits(coll);
     const lp_devops_t *dev = c.dev;

@@ -9,8 +9,10 @@
  *   comm   the user's MPI_Comm handle (its value as an integer); it must have been prepared by
  *          lpmpi.jax (lp_comm_known: a lookup among live contexts, no MPI call on the handle)
  *   op     lp_op_t                                root   root rank (reduce, bcast)
- * Shapes (lpmpi.jax's abstract evaluation): allreduce, reduce, bcast out = in; allgather
- * out = P blocks of in; reduce_scatter in = P blocks of out.  reduce and bcast give every rank
+ * Shapes (lpmpi.jax's abstract evaluation), from the collective's row (sendbuf's and recvbuf's
+ * blocks): allreduce, reduce, bcast out = in; allgather out = P blocks of in; reduce_scatter
+ * in = P blocks of out; alltoall in = out = P blocks.  The collectives with per-rank counts
+ * have no handler.  reduce and bcast give every rank
  * an output buffer; the ranks that get no result leave it unwritten (lpmpi.jax returns the
  * input there, as mpi4jax does).
  * A failure returns an XLA error (a Python exception from the jitted call) naming the
@@ -146,10 +148,10 @@ static lpx_error *run(lpx_frame *f, lp_coll_t coll, lp_mem_t mem) {
                     what, (long long)comm_v);
     int P = 0;
     MPI_Comm_size(comm, &P);
+    const lp_coll_traits_t *T = lp_traits(coll);
     size_t nin = elements(in), nout = elements(out);
-    size_t count = coll == LP_ALLGATHER ? nin : coll == LP_REDUCE_SCATTER ? nout : nin;
-    size_t want_in = coll == LP_REDUCE_SCATTER ? count * (size_t)P : count;
-    size_t want_out = coll == LP_ALLGATHER ? count * (size_t)P : count;
+    size_t count = T->sblocks ? nin : nin / (size_t)P;      /* elements of a block */
+    size_t want_in = lp_buf_bytes(coll, count, 1, P, 0), want_out = lp_buf_bytes(coll, count, 1, P, 1);
     if (nin != want_in || nout != want_out)
         return fail(f, LPX_INVALID_ARGUMENT, "lpmpi %s: %zu input and %zu output elements do not "
                     "fit P = %d", what, nin, nout, P);
@@ -159,8 +161,9 @@ static lpx_error *run(lpx_frame *f, lp_coll_t coll, lp_mem_t mem) {
      * input on the root (only read there) and the output elsewhere */
     const void *sbuf = in->data;
     void *rbuf = out->data;
-    if (coll == LP_REDUCE && rank != root) rbuf = NULL;
-    if (coll == LP_BCAST) sbuf = rbuf = rank == root ? (void *)in->data : out->data;
+    if (!lp_on(T->result, rank, root) && T->input == LP_ON_ALL) rbuf = NULL;   /* reduce, gather */
+    if (T->input == LP_ON_ROOT && T->result == LP_ON_NONROOT)               /* bcast: one buffer */
+        sbuf = rbuf = rank == root ? (void *)in->data : out->data;
     if (mem == LP_MEM_CUDA) {
         lpx_stream_args s = {LPX_SIZE_UPTO(lpx_stream_args, stream), NULL, f->ctx, NULL};
         if (f->api->struct_size < LPX_SIZE_UPTO(lpx_api, stream_get))
@@ -198,24 +201,19 @@ static lpx_error *run(lpx_frame *f, lp_coll_t coll, lp_mem_t mem) {
 
 #define LPX_HANDLER(name, coll, mem) \
     static lpx_error *name(lpx_frame *f) { return run(f, coll, mem); }
-LPX_HANDLER(h_allreduce, LP_ALLREDUCE, LP_MEM_HOST)
-LPX_HANDLER(h_reduce, LP_REDUCE, LP_MEM_HOST)
-LPX_HANDLER(h_bcast, LP_BCAST, LP_MEM_HOST)
-LPX_HANDLER(h_allgather, LP_ALLGATHER, LP_MEM_HOST)
-LPX_HANDLER(h_reduce_scatter, LP_REDUCE_SCATTER, LP_MEM_HOST)
-LPX_HANDLER(h_allreduce_cuda, LP_ALLREDUCE, LP_MEM_CUDA)
-LPX_HANDLER(h_reduce_cuda, LP_REDUCE, LP_MEM_CUDA)
-LPX_HANDLER(h_bcast_cuda, LP_BCAST, LP_MEM_CUDA)
-LPX_HANDLER(h_allgather_cuda, LP_ALLGATHER, LP_MEM_CUDA)
-LPX_HANDLER(h_reduce_scatter_cuda, LP_REDUCE_SCATTER, LP_MEM_CUDA)
+#define LPX_HANDLERS(c) LPX_HANDLER(h_host_##c, c, LP_MEM_HOST) LPX_HANDLER(h_cuda_##c, c, LP_MEM_CUDA)
+LPX_HANDLERS(LP_ALLREDUCE) LPX_HANDLERS(LP_REDUCE) LPX_HANDLERS(LP_BCAST) LPX_HANDLERS(LP_ALLGATHER)
+LPX_HANDLERS(LP_REDUCE_SCATTER) LPX_HANDLERS(LP_ALLTOALL) LPX_HANDLERS(LP_GATHER) LPX_HANDLERS(LP_SCATTER)
 
+/* every collective whose buffers' sizes follow from the call's shapes (none with per-rank counts) */
 void *lp_xla_handler(lp_coll_t coll, lp_mem_t mem) {
-    static lpx_handler *const host[LP_NCOLLS] = {h_allreduce, h_reduce, h_bcast, h_allgather,
-                                                 h_reduce_scatter};
-    static lpx_handler *const cuda[LP_NCOLLS] = {h_allreduce_cuda, h_reduce_cuda, h_bcast_cuda,
-                                                 h_allgather_cuda, h_reduce_scatter_cuda};
-    if ((unsigned)coll >= LP_NCOLLS) return NULL;
-    if (mem == LP_MEM_HOST) return (void *)host[coll];
-    if (mem == LP_MEM_CUDA && lp_cuda_built()) return (void *)cuda[coll];
+#define H(c) [c] = {h_host_##c, h_cuda_##c}
+    static lpx_handler *const h[LP_NCOLLS][2] = {H(LP_ALLREDUCE), H(LP_REDUCE), H(LP_BCAST), H(LP_ALLGATHER),
+                                                 H(LP_REDUCE_SCATTER), H(LP_ALLTOALL), H(LP_GATHER),
+                                                 H(LP_SCATTER)};
+#undef H
+    if ((unsigned)coll >= LP_NCOLLS || lp_colls[coll].vcounts) return NULL;
+    if (mem == LP_MEM_HOST) return (void *)h[coll][0];
+    if (mem == LP_MEM_CUDA && lp_cuda_built()) return (void *)h[coll][1];
     return NULL;
 }

@@ -132,6 +132,8 @@ def eager_lpmpi(coll: str, x: np.ndarray, op: str, root: int, comm, **kw):
         return lpmpi.bcast(x.copy(), root, comm)
     if coll == "allgather":
         return lpmpi.allgather(x, None, comm)
+    if coll == "alltoall":
+        return lpmpi.alltoall(x, None, comm)
     return lpmpi.reduce_scatter(x, None, op, comm, **kw)
 
 
@@ -144,6 +146,8 @@ def jax_call(coll: str, op: str, root: int, comm, **kw):
         return lambda a: lj.bcast(a, root, comm=comm, **kw)
     if coll == "allgather":
         return lambda a: lj.allgather(a, comm=comm, **kw)
+    if coll == "alltoall":
+        return lambda a: lj.alltoall(a, comm=comm, **kw)
     return lambda a: lj.reduce_scatter(a, op, comm=comm, **kw)
 
 
@@ -156,6 +160,8 @@ def expected(coll: str, xs: list[np.ndarray], op: str, root: int, me: int) -> np
         return xs[root]
     if coll == "allgather":
         return np.stack(xs)
+    if coll == "alltoall":
+        return np.stack([x[me] for x in xs])
     return reference(xs, op)[me]
 
 
@@ -167,12 +173,12 @@ def collective_cases(comm, tag: str) -> None:
     lpmpi.jax, eagerly and when traced; at count 7 each dtype eagerly too."""
     n, me = comm.Get_size(), comm.Get_rank()
     root = n - 1
-    for coll in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter"):
+    for coll in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall"):
         ops = OPS if coll in ("allreduce", "reduce", "reduce_scatter") else ("-",)
         for op in ops:
             opn = "sum" if op == "-" else op
             for count in COUNTS:
-                shape = (n, count) if coll == "reduce_scatter" else (count,)
+                shape = (n, count) if coll in ("reduce_scatter", "alltoall") else (count,)
                 dts = [dt for dt in DTYPES
                        if count <= 7 or dt in ("float32", "int32", "bfloat16", "uint8")]
 
@@ -246,6 +252,12 @@ def vmap_cases() -> None:
         got = jax.jit(jax.vmap(lambda a: lj.reduce_scatter(a, "sum")))(ys[me])
         same(got, reference(ys, "sum")[:, me], "vmap reduce_scatter")
     case("vmap reduce_scatter", reduce_scatter_axes)
+
+    def alltoall_axes():
+        ys = [data(q, (4, P, 2), "int32") for q in range(P)]              # batch 4, P blocks
+        got = jax.jit(jax.vmap(lambda a: lj.alltoall(a)))(ys[me])
+        same(got, np.stack([y[:, me] for y in ys], axis=1), "vmap alltoall")
+    case("vmap alltoall", alltoall_axes)
 
     def bcast_reduce():
         got = jax.vmap(lambda a: lj.bcast(a, 0), in_axes=1, out_axes=1)(xs[me])

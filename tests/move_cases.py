@@ -208,6 +208,27 @@ def check_reduce_scatter_v(comm: MPI.Comm, tag: str) -> None:
                     case(f"{tag} reduce_scatter counts {alg} {pname} {dt} {op}", run)
 
 
+def check_reduce_scatter_v_acc(comm: MPI.Comm, tag: str) -> None:
+    """acc_dtype with counts: float16 summed in float32, each rank's block rounded once (its
+    own count, not the total: a rounding of the total would write past recvbuf)."""
+    P, r = comm.size, comm.rank
+    for alg in ("auto",) + lpmpi.algorithms("reduce_scatter_v"):
+        for pname, f in PATTERNS:
+            def run(alg=alg, f=f) -> None:
+                counts = np.array([f(i, 0, P) for i in range(P)], np.int64)
+                xs = [(inputs(comm, int(counts.sum()), "float32", "sum", q) / 3).astype(np.float16) for q in range(P)]
+                off = int(counts[:r].sum())
+                want = np.sum([x.astype(np.float64) for x in xs], axis=0)[off:off + counts[r]].astype(np.float16)
+                guard = np.full(int(counts[r]) + 64, 7, np.float16)
+                out = guard[:counts[r]]
+                lpmpi.reduce_scatter(xs[r], out, counts=counts, algorithm=alg, comm=comm, acc_dtype="float32")
+                same(out, want, "acc")
+                assert np.all(guard[counts[r]:] == 7), "written past recvbuf"
+                y = lpmpi.ireduce_scatter(xs[r], counts=counts, algorithm=alg, comm=comm, acc_dtype="float32").wait()
+                same(y, want, "acc nonblocking")
+            case(f"{tag} reduce_scatter counts acc {alg} {pname}", run)
+
+
 def check_gather_scatter(comm: MPI.Comm, tag: str) -> None:
     P, r = comm.size, comm.rank
     for coll in ("gather", "scatter"):
@@ -327,7 +348,8 @@ def main() -> int:
         comms.append((sub, "split"))
     only = [a for a in sys.argv[1:] if not a.startswith("-")]
     checks = {"alltoall": check_alltoall, "alltoallv": check_alltoallv, "allgatherv": check_allgatherv,
-              "reduce_scatter_v": check_reduce_scatter_v, "gather_scatter": check_gather_scatter,
+              "reduce_scatter_v": check_reduce_scatter_v, "acc": check_reduce_scatter_v_acc,
+              "gather_scatter": check_gather_scatter,
               "errors": check_errors}
     for comm, tag in comms:
         for name, fn in checks.items():

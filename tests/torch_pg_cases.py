@@ -185,6 +185,21 @@ def check_group(g, tag: str) -> None:
                     assert all(torch.equal(outs[q], data(q, (r + q) % 3 + n, dt, salt=r)) for q in range(P))
                 case(f"{tag} bcast/allgather/gather/scatter/alltoall {dt} n={n} async={async_op}", moves)
 
+                def uneven(dt=dt, n=n, async_op=async_op) -> None:
+                    # list forms with different sizes per rank: allgatherv, reduce_scatter with counts
+                    sizes = [(q * 3 + 1) % 4 + n for q in range(P)]
+                    lst = [torch.full((sizes[q],), 7).to(dt) for q in range(P)]
+                    run_async(dist.all_gather(lst, data(r, sizes[r], dt, 3), group=g, async_op=async_op), async_op)
+                    assert all(torch.equal(lst[q], data(q, sizes[q], dt, 3)) for q in range(P))
+                    if dt == torch.bool:
+                        return
+                    ins = [data(r, sizes[q], dt, salt=q) for q in range(P)]
+                    out = torch.zeros(sizes[r], dtype=dt)
+                    run_async(dist.reduce_scatter(out, ins, op=dist.ReduceOp.SUM, group=g, async_op=async_op),
+                              async_op)
+                    assert close(out, reference([data(q, sizes[r], dt, salt=r) for q in range(P)], "sum"))
+                case(f"{tag} uneven all_gather/reduce_scatter {dt} n={n} async={async_op}", uneven)
+
     def p2p() -> None:
         if P < 2:
             return
