@@ -229,6 +229,16 @@ def equal_counts(collective: str, bufs: Buffers, nprocs: int) -> list[int]:
     return [int(np.asarray(whole).size) // max(nprocs, 1)] * nprocs
 
 
+def counts_kwargs(collective: str, bufs: Buffers, nprocs: int) -> dict[str, Any]:
+    """The per-rank counts of a v collective's bench call by parameter name (equal_counts; the
+    names of :meth:`lpmpi.engine.Collective.params`), {} for the others."""
+    info = engine.collective_info(collective)
+    if not (info.send_counts or info.recv_counts):
+        return {}
+    n = equal_counts(collective, bufs, nprocs)
+    return {"counts": n, "recvcounts": n} if info.send_counts and info.recv_counts else {"counts": n}
+
+
 def lpmpi_function(collective: str, form: str = "blocking") -> Callable[..., Any]:
     """lpmpi's call of ``collective`` in ``form`` ("blocking": ``allreduce``, "nonblocking":
     ``iallreduce``, "persistent": ``allreduce_init``)."""

@@ -59,6 +59,7 @@ from lpmpi.bench.cases import (
     Row,
     Settings,
     bus_factor,
+    equal_counts,
     lpmpi_function,
     make_call,
     with_transport,
@@ -77,7 +78,10 @@ def _kw(case: Case) -> dict[str, Any]:
 
 
 def _args(s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Any, ...]:
-    return engine.collective_info(s.collective).lpmpi_args(bufs.send, bufs.recv, s.op, s.root, comm)
+    counts = (equal_counts(s.collective, bufs, comm.Get_size())
+              if engine.collective_info(s.collective).send_counts or engine.collective_info(s.collective).recv_counts
+              else None)
+    return engine.collective_info(s.collective).lpmpi_args(bufs.send, bufs.recv, s.op, s.root, comm, counts)
 
 
 def _nonblocking(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> Callable[[], Any]:
@@ -95,10 +99,24 @@ def _persistent(case: Case, s: Settings, bufs: Any, comm: MPI.Comm) -> tuple[Cal
     return call, req
 
 
+def has_inplace(collective: str) -> bool:
+    """The collectives whose in-place form the bench times, from the row: those whose input goes
+    into the buffer of the result (``sendbuf=IN_PLACE``) and whose blocks have no per-rank counts
+    (not bcast, whose one buffer is always in place, nor scatter, whose root keeps its block)."""
+    info = engine.collective_info(collective)
+    return info.has_recvbuf and info.input == "all" and not (info.send_counts or info.recv_counts)
+
+
+def _grows(s: Settings) -> bool:
+    """In place, the input is one block of a buffer of P (allgather, gather's root)."""
+    info = engine.collective_info(s.collective)
+    return info.send_blocks == 1 and info.recv_blocks == 0
+
+
 def _inplace_buffer(s: Settings, orig: np.ndarray, rank: int, nprocs: int) -> Any:
-    """The buffer of an in-place call: the input itself (allreduce, reduce, reduce_scatter's P
-    blocks), or allgather's P blocks with this rank's input at its place."""
-    if s.collective != "allgather":
+    """The buffer of an in-place call: the input itself (allreduce, reduce, reduce_scatter's and
+    alltoall's P blocks), or P blocks with this rank's input at its place (allgather, gather)."""
+    if not _grows(s):
         return s.backend.from_host(orig)
     host = np.zeros(nprocs * orig.size, orig.dtype)
     host[rank * orig.size:(rank + 1) * orig.size] = orig
@@ -107,7 +125,7 @@ def _inplace_buffer(s: Settings, orig: np.ndarray, rank: int, nprocs: int) -> An
 
 def _inplace_input(s: Settings, buf: Any, orig: np.ndarray, rank: int) -> Any:
     """The part of an in-place buffer that is this rank's input (--fresh-input rewrites it)."""
-    return buf[rank * orig.size:(rank + 1) * orig.size] if s.collective == "allgather" else buf
+    return buf[rank * orig.size:(rank + 1) * orig.size] if _grows(s) else buf
 
 
 def _inplace(case: Case, s: Settings, buf: Any, comm: MPI.Comm) -> Callable[[], Any]:
@@ -115,7 +133,11 @@ def _inplace(case: Case, s: Settings, buf: Any, comm: MPI.Comm) -> Callable[[], 
     gets none (reduce off the root) passes its input and no recvbuf."""
     info = engine.collective_info(s.collective)
     mine = info.gets_result(comm.Get_rank(), s.root)
-    args = info.lpmpi_args(lpmpi.IN_PLACE if mine else buf, buf if mine else None, s.op, s.root, comm)
+    send = buf
+    if not mine and _grows(s):              # gather off the root: its own block only
+        n, r = buf.size // comm.Get_size(), comm.Get_rank()
+        send = buf[r * n:(r + 1) * n]
+    args = info.lpmpi_args(lpmpi.IN_PLACE if mine else send, buf if mine else None, s.op, s.root, comm)
     return with_transport(functools.partial(lpmpi_function(s.collective), *args, **_kw(case)),
                           case.transport)
 
@@ -175,7 +197,7 @@ def run_forms_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case
     nbytes = count * s.dtype.itemsize
     bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, rank, s.root, nprocs)
     # in place: every collective with a recvbuf (bcast has no such form)
-    inplace_buf = _inplace_buffer(s, bufs.orig, rank, nprocs) if info.has_recvbuf else None
+    inplace_buf = _inplace_buffer(s, bufs.orig, rank, nprocs) if has_inplace(s.collective) else None
     native = None
     if NATIVE in lpmpi.algorithms(s.collective):
         native = make_call(Case(NATIVE, NATIVE), s.collective, bufs, s.op, s.root, comm)

@@ -23,7 +23,7 @@ from mpi4py import MPI
 
 from lpmpi import _core, engine, model
 from lpmpi._units import format_bytes
-from lpmpi.bench.cases import NATIVE, Case, Settings, make_call
+from lpmpi.bench.cases import NATIVE, Case, Settings, counts_kwargs, make_call
 from lpmpi.bench.verify import make_buffers, whole_blocks
 
 
@@ -125,7 +125,7 @@ def run_node_bytes(
             if alg == "auto":
                 info = engine.collective_info(s.collective)
                 alg = _core.call_decision(s.collective, bufs.send, bufs.recv if info.has_recvbuf else None,
-                                          s.op, s.root, comm)["algorithm"]
+                                          s.op, s.root, comm, **counts_kwargs(s.collective, bufs, nprocs))["algorithm"]
             counted = alg != NATIVE
             leads = list(dict.fromkeys(nodes))
             predicted = model.net_traffic(s.collective, alg, nodes, nbytes, root=s.root)[0]
