@@ -273,11 +273,16 @@ def test_forms_run_with_read_result_checks_every_row(tmp_path):
     rc, out, _ = run(cmd, child_env(), 180)
     assert rc == 0, out[-6000:]
     rows = json.loads(js.read_text())["rows"]
-    # 2 sizes: allreduce, reduce, allgather and reduce_scatter in both forms, bcast blocking
-    # (it has no in-place form)
-    assert len(rows) == 18 and all(r["check"] == "ok" and r["time_us"] > 0 for r in rows), rows
+    # 2 sizes: every collective blocking, and in place where its row has that form (not bcast,
+    # scatter, nor the v collectives)
+    from lpmpi import engine
+    from lpmpi.bench.forms import has_inplace
+    with_inpl = {c for c in engine.COLLECTIVES if has_inplace(c)}
+    assert with_inpl == {"allreduce", "reduce", "allgather", "reduce_scatter", "alltoall", "gather"}
+    assert len(rows) == 2 * (len(engine.COLLECTIVES) + len(with_inpl)), rows
+    assert all(r["check"] == "ok" and r["time_us"] > 0 for r in rows), rows
     inpl = {r["collective"] for r in rows if r["label"].endswith("/inpl")}
-    assert inpl == {"allreduce", "reduce", "allgather", "reduce_scatter"}, inpl
+    assert inpl == with_inpl, inpl
 
 
 @pytest.mark.mpi
