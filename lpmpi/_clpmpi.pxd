@@ -24,12 +24,6 @@ cdef extern from "lpmpi.h" nogil:
         LP_BCAST
         LP_ALLGATHER
         LP_REDUCE_SCATTER
-        LP_ALLTOALL
-        LP_ALLTOALLV
-        LP_ALLGATHERV
-        LP_REDUCE_SCATTER_V
-        LP_GATHER
-        LP_SCATTER
         LP_MEM_HOST
         LP_MEM_CUDA
         LP_BFLOAT16

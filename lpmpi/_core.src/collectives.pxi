@@ -3,7 +3,7 @@ cdef Message _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chun
     """reduce_scatter's message: equal blocks (MPI_Reduce_scatter_block), or per-rank counts."""
     if counts is None:
         return Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
-    return Message.for_blocks(LP_REDUCE_SCATTER_V, sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes,
+    return Message.for_blocks(_COLL["reduce_scatter_v"], sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes,
                               counts, None, None, None, acc_dtype)
 
 
@@ -177,7 +177,7 @@ def _alltoall_message(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chu
     >>> import numpy as np, lpmpi
     >>> y = lpmpi.alltoall(np.arange(8.0))   # doctest: +SKIP
     """
-    return Message.for_blocks(LP_ALLTOALL, sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes)
+    return Message.for_blocks(_COLL["alltoall"], sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes)
 
 
 def _alltoallv_message(sendbuf, sendcounts, recvbuf=None, recvcounts=None, comm=None, *, sdispls=None,
@@ -193,7 +193,7 @@ def _alltoallv_message(sendbuf, sendcounts, recvbuf=None, recvcounts=None, comm=
 
     >>> y = lpmpi.alltoallv(x, [1, 3])   # doctest: +SKIP
     """
-    return Message.for_blocks(LP_ALLTOALLV, sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes,
+    return Message.for_blocks(_COLL["alltoallv"], sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes,
                               sendcounts, recvcounts, sdispls, rdispls)
 
 
@@ -208,7 +208,7 @@ def _allgatherv_message(sendbuf, recvbuf=None, counts=None, comm=None, *, displs
 
     >>> y = lpmpi.allgatherv(np.ones(rank + 1))   # doctest: +SKIP
     """
-    return Message.for_blocks(LP_ALLGATHERV, sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes,
+    return Message.for_blocks(_COLL["allgatherv"], sendbuf, recvbuf, None, 0, comm, algorithm, chunk_bytes,
                               counts, None, None, displs)
 
 
@@ -222,7 +222,7 @@ def _gather_message(sendbuf, recvbuf=None, root=0, comm=None, *, algorithm="auto
 
     >>> y = lpmpi.gather(np.full(4, rank), root=0)   # doctest: +SKIP
     """
-    return Message.for_blocks(LP_GATHER, sendbuf, recvbuf, None, root, comm, algorithm, chunk_bytes)
+    return Message.for_blocks(_COLL["gather"], sendbuf, recvbuf, None, root, comm, algorithm, chunk_bytes)
 
 
 def _scatter_message(sendbuf, recvbuf=None, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
@@ -235,7 +235,7 @@ def _scatter_message(sendbuf, recvbuf=None, root=0, comm=None, *, algorithm="aut
 
     >>> y = lpmpi.scatter(np.arange(8.0).reshape(2, 4), root=0)   # doctest: +SKIP
     """
-    return Message.for_blocks(LP_SCATTER, sendbuf, recvbuf, None, root, comm, algorithm, chunk_bytes)
+    return Message.for_blocks(_COLL["scatter"], sendbuf, recvbuf, None, root, comm, algorithm, chunk_bytes)
 
 
 def _forms(str name, builder):

@@ -165,7 +165,7 @@ cdef int _no_overlap(const size_t *counts, const size_t *displs, int P, str name
 cdef object _exchange(int coll, x, comm):
     """The counts' exchange of alltoallv / allgatherv (counts=None): an alltoall or allgather
     of int64 counts, MPI's own, as a collective of the engine (LPMPI_CHECK, the watchdog)."""
-    cdef Message m = (Message.for_blocks(coll, x, None, None, 0, comm, "native", None) if coll == LP_ALLTOALL
+    cdef Message m = (Message.for_blocks(coll, x, None, None, 0, comm, "native", None) if coll == _COLL_ALLTOALL
                       else Message.for_allgather(x, None, comm, "native", None))
     m.run()
     return np.ascontiguousarray(np.asarray(m.result).reshape(-1), np.uintp)
@@ -538,7 +538,7 @@ cdef class Message:
                     _displs_into(sdispls, "sdispls", sc, P, sd)
                     _fits(sc, sd, P, self.s.count, "sendbuf", "sendcounts")
                     if rcounts is None:                            # exchange them first
-                        ex = _exchange(LP_ALLTOALL, np.array(vc[:P], np.int64), pycomm)
+                        ex = _exchange(_COLL_ALLTOALL, np.array(vc[:P], np.int64), pycomm)
                         for i in range(P):
                             rc[i] = ex[i]
                     else:

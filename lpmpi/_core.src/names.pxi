@@ -5,6 +5,9 @@ _TAKES = f"(lpmpi takes {', '.join(DTYPE_NAMES)})"   # for unsupported-dtype err
 OP_NAMES = tuple(lp_op_name(i).decode() for i in range(LP_NOPS))
 COLLECTIVES = tuple(lp_coll_name(i).decode() for i in range(LP_NCOLLS))
 MEMORY_KINDS = tuple(lp_mem_name(i).decode() for i in range(LP_NMEMS))
+#: each collective's index in the engine, by name (a new collective needs no declaration here)
+cdef dict _COLL = {n: i for i, n in enumerate(COLLECTIVES)}
+cdef int _COLL_ALLTOALL = _COLL["alltoall"]   # the counts' exchange of alltoallv (message.pxi)
 
 cdef tuple _ON = ("all", "root", "nonroot")
 
