@@ -49,7 +49,7 @@ for the running library.  A host-memory table measured on another CPU model (its
 ``cpu_model`` differs from this machine's) is not applied either: a table's choices of chunk and
 node-local transport are measurements of that machine's caches and memory, and on another
 model they can lose to the MPI library (a Xeon table's 64 MiB row ran 1.6x slower than the
-cost model's choice on an AMD EPYC, docs/performance.md).  Shipped tables of other CPU models
+cost model's choice on an AMD EPYC, docs/performance-archive.md).  Shipped tables of other CPU models
 pass silently (``info`` lists them, and "auto" uses the cost model where no shipped table was
 measured on this CPU); one named by ``LPMPI_TUNING_FILE`` applies anyway (the user asked for
 it) and ``info`` reports the difference.  Device-memory tables are not keyed by the CPU.  A

@@ -9,13 +9,13 @@
  * pipeline step (latency plus the rendezvous handshake), which sets the chunk size.  The
  * network term (communicators spanning nodes; traffic.c) defaults to 10 Gbit/s Ethernet under
  * TCP (25 us a message, 1.25 GB/s a NIC each way) until lpmpi.model.fit or a table's model
- * brings the measured values (the box at 1 Gbit/s: docs/performance.md, "Issue 38") */
+ * brings the measured values (the box at 1 Gbit/s: docs/performance-archive.md, "Issue 38") */
 lp_model_t lp_model = {8e-6, 0.2e-9, 0.15e-9, 25e-6, 0.8e-9};
 
 /* The rule "auto" follows for the node-local transport of the ring allreduce where no table row
  * names one (internal.h: lp_ring_transport): defaults for a machine without a table, chosen so
  * that no launch loses to the MPI library's own allreduce on the machines measured (P = 2,
- * MPICH 5.0.2, float32 SUM; AMD EPYC and Intel Xeon 2-core VMs; docs/performance.md, "Issue 24"):
+ * MPICH 5.0.2, float32 SUM; AMD EPYC and Intel Xeon 2-core VMs; docs/performance-archive.md, "Issue 24"):
  *  - cma_min 16 KiB: single-copy reads from here, where the communicator has them.  Below, their
  *    three exchanges cost more than the copies save (ring over MPI 2.2 us at 8 B against 6.0).
  *    They are the one transport whose speed holds when the host runs the two vCPUs where a

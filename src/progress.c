@@ -598,7 +598,7 @@ static int set_push(lp_req_t *r) {
  * peer queued on it.  So the spin adapts, as an adaptive mutex does: each thread's budget
  * halves whenever a wait had to sleep and doubles (up to lp_spin_ns) whenever the spin
  * alone saw the peers move; ranks that own their cores keep spinning, ranks that share one
- * soon sleep at once.  Measured (P = 2 and 3, docs/performance.md "Waiting: a spin that adapts,
+ * soon sleep at once.  Measured (P = 2 and 3, docs/performance-archive.md "Waiting: a spin that adapts,
  * then a sleep").  The sleep's timeout is a safety net only: no wake-up is lost (the handshake). */
 enum { SHM_SLEEP_NS = 2000000, SHM_SPIN_GROW_NS = 1000 };
 long lp_spin_ns = 50000;
@@ -686,7 +686,7 @@ static int peers_gone(const lp_xport_t *xp, const void *s, int rank) {
  * use before it).  This keeps the set MPI polls at one request per lane whatever the window:
  * MPICH's MPI_Waitsome walks its whole array on every poll, and with every slot of every lane
  * in it a 16 KiB allreduce at P = 2 took 9% longer than before the one engine (an A/B of
- * polling first with MPI_Testsome measured slower still below 1 KiB, docs/performance.md).
+ * polling first with MPI_Testsome measured slower still below 1 KiB, docs/performance-archive.md).
  * *pending counts heads already seen complete (r needs advancing, not observing). */
 static int gather_heads(lp_req_t *r, size_t *m, int *pending) {
     int rc = LP_OK;
@@ -716,7 +716,7 @@ cleanup:
  * share cores (the cluster in a box: 4 ranks of 4 nodes on 2 cores) the blocking wait's spin
  * inside MPI kept those ranks off the core for whole time slices: allreduce over 4 nodes of one
  * rank at 1 Gbit/s, 1 MiB ring 18.4-24.8 ms blocking against 13.0 polling, 16 MiB be 270-282
- * against 220 (the link bound 201; AMD EPYC, docs/performance.md "Issue 38") */
+ * against 220 (the link bound 201; AMD EPYC, docs/performance-archive.md "Issue 38") */
 enum { WATCH_POLLS = 32 };
 static _Thread_local unsigned idle_polls;
 

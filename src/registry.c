@@ -110,7 +110,7 @@ static double cost_reduce_scatter_ring(const lp_model_t *m, int P, double n, dou
 /* native: MPICH's recursive doubling / halving (log P rounds, (P-1)/P n bytes), without
  * allreduce's small-message discount: at P = 2 on the AMD EPYC VM of issue 26 MPICH's own
  * allgather / reduce_scatter_block were slower than lpmpi's ring at every size from 1 KiB
- * (1 KiB 3.4 against 2.2-2.9 us; docs/performance.md "Issue 26"), so at P = 2 the two tie and
+ * (1 KiB 3.4 against 2.2-2.9 us; docs/performance-archive.md "Issue 26"), so at P = 2 the two tie and
  * the tie goes to the ring where single-copy reads exist (select.c) */
 static double cost_allgather_native(const lp_model_t *m, int P, double n, double c) {
     (void)c;

@@ -120,7 +120,7 @@ def test_the_survivors_of_a_killed_node_raise_naming_it(box):
     that rank and its host; no wrong result, and the job ends.  (A survivor that posts a send to
     the lost rank can die inside MPICH's MPI_Isend instead, SIGSEGV in libmpi under UCX, core
     dump's stack: PMPI_Isend <- lpmpi's issue(); MPICH's fault tolerance, MPIR_CVAR_ENABLE_FT=1,
-    fails MPI_Init with this wheel's UCX: docs/performance.md "Issue 38".)"""
+    fails MPI_Init with this wheel's UCX: docs/performance-archive.md "Issue 38".)"""
     rc, out, took = _run_with_fault(60, _kill_node3, hydra=["-disable-auto-cleanup"])
     assert rc not in (0, None), out[-4000:]
     assert "FAIL" not in out and "SUMMARY" not in out, out[-4000:]

@@ -134,7 +134,7 @@ def test_environment_tables_match_the_variables_lpmpi_reads():
 
 
 def test_floor_program_builds_and_its_designs_agree(tmp_path):
-    """tools/floor_p2.c (the two-process floors of docs/performance.md, issue 14's third round)
+    """tools/floor_p2.c (the two-process floors of docs/performance-archive.md, issue 14's third round)
     compiles and runs: every design computes the right sum (it exits 1 on a wrong element) and
     prints its time."""
     import shutil

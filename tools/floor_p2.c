@@ -1,7 +1,7 @@
 /* floor_p2.c: what a two-rank allreduce (float32 sum) costs on this machine with no library
  * around it: two processes pinned to CPUs 0 and 1, synchronised by counters in shared memory,
  * each design stripped to its copies and folds.  It answers: how fast could any implementation
- * of a design be here?  (docs/performance.md, issue 14, third round.)
+ * of a design be here?  (docs/performance-archive.md, issue 14, third round.)
  *
  *   gcc -O3 -march=native -o /tmp/floor_p2 tools/floor_p2.c && /tmp/floor_p2 1048576 131072 5
  *

@@ -4,7 +4,7 @@ per call of the slowest rank (barrier before every call).
     LPMPI_NODE_TRANSPORT=shm|cma|mpi mpiexec -n 2 python tools/transport_ab.py 524288,1048576 262144,65536
 
 argv[1]: message sizes in bytes (float32); argv[2]: chunk sizes in bytes.  Used for the transport
-comparisons of docs/performance.md (issue 14, the shared-memory transport).
+comparisons of docs/performance-archive.md (issue 14, the shared-memory transport).
 """
 import sys
 import time

@@ -25,7 +25,7 @@ each timed call, outside its time, as a training step writes its gradient before
 Without it, the out-of-place input is written once and then only read: MPICH's single-copy
 (CMA) transfers read it clean from a cache both cores share, which no in-place buffer can be
 (the previous call wrote it), so at 256 KiB - 1 MiB in place looks slower than it is in a loop
-that computes its input.  docs/performance.md has both measurements.
+that computes its input.  docs/performance-archive.md has both measurements.
 
 ``--read-result`` (host memory) reads every byte of each call's result right after it, inside
 its time, as an optimizer step reads what its allreduce wrote: a result written past the caches

@@ -137,7 +137,7 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
                    help="search the shared-memory transport only below this message size (e.g. 3MiB): "
                    "where its speed depends on where the host runs the ranks' cores, a tuning run in "
                    "a good spell would pick it for sizes where it can lose 7x in a bad one "
-                   "(docs/performance.md); default: every size")
+                   "(docs/performance-archive.md); default: every size")
     p.add_argument("--fresh-input", action=argparse.BooleanOptionalAction, default=True,
                    help="rewrite each call's input before it, untimed, as an application writes its "
                    "input before each call (default); --no-fresh-input times calls on an unchanged "

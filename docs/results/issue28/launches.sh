@@ -1,5 +1,5 @@
 #!/bin/bash
-# The side measurements of docs/performance.md "Issue 28", over fresh launches, every other one
+# The side measurements of docs/performance-archive.md "Issue 28", over fresh launches, every other one
 # pinned: eager.py (lpmpi against MPICH on numpy arrays), dispatch.py (JAX's own cost of a
 # jitted call), and the 64 MiB allreduce call form with and without glibc's mmap (XLA's fresh
 # result buffers).  Usage: bash launches.sh [LAUNCHES] > launches.txt
