@@ -18,7 +18,7 @@ from lpmpi._errors import LPError, MismatchError
 # libmpi (lpmpi/_abi.py)
 _libmpi = _abi.check(MPI)
 try:
-    from lpmpi import _core  # noqa: F401  (the engine; its absence is the error below)
+    from lpmpi import _core
 except ImportError as _e:  # the source tree, not an installed build
     if "_core" not in str(_e):
         raise
@@ -98,7 +98,7 @@ __all__ = [
 # the collectives whose three functions the engine makes from their rows (lpmpi._core._forms):
 # alltoall, alltoallv, allgatherv, gather, scatter and their i- and _init forms
 globals().update(_core.BLOCK_FUNCTIONS)
-__all__ += sorted(_core.BLOCK_FUNCTIONS)
+__all__ += [name for name in sorted(_core.BLOCK_FUNCTIONS)]
 
 IN_PLACE = MPI.IN_PLACE
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import sys
 
+import blocks_cases as bc
 import numpy as np
+from blocks_cases import NP_OPS, OPS, W, case, expect_error, inputs, valid
 from mpi4py import MPI
 
-import blocks_cases as bc
 import lpmpi
-from blocks_cases import NP_OPS, OPS, W, case, expect_error, inputs, valid
 from lpmpi import engine
 
 # every dtype at P <= 3; at P = 4, 5 (oversubscribed, slow here) a sample of them: the dtype
@@ -116,7 +116,7 @@ def check_alltoallv(comm: MPI.Comm, tag: str) -> None:
                         for tp in transports(alg, "alltoallv"):
                             with engine.transport(tp):
                                 kw = {"algorithm": alg, "comm": comm, "sdispls": sd[r], "rdispls": rd}
-                                mk = lambda: (xs[r].copy(), sc[r], np.zeros(ext, dt), rc)   # noqa: E731
+                                mk = lambda: (xs[r].copy(), sc[r], np.zeros(ext, dt), rc)
                                 for y in forms("alltoallv", mk, kw):
                                     same(y, want, f"{tp}")
                                 if not gaps:   # counts exchanged, recvbuf allocated
@@ -167,7 +167,7 @@ def check_allgatherv(comm: MPI.Comm, tag: str) -> None:
                                 assert all(o[d[i] - 1] == np.array(9, dt) for i in range(1, P)), "a gap written"
                                 z = np.zeros(int(counts.sum()), dt)
                                 z[int(counts[:r].sum()):int(counts[:r + 1].sum())] = xs[r]
-                                for zz in forms("allgatherv", lambda: (lpmpi.IN_PLACE, z.copy(), counts), kw, once=True):
+                                for zz in forms("allgatherv", lambda z=z: (lpmpi.IN_PLACE, z.copy(), counts), kw, once=True):
                                     same(zz, want, f"{tp} in place")
                         return want.tobytes()
                     case(f"{tag} allgatherv {alg} {pname} {dt} cb={cb}", run, same_on=comm)
@@ -255,14 +255,14 @@ def check_gather_scatter(comm: MPI.Comm, tag: str) -> None:
                                         if r == root:
                                             z = np.zeros((P, n), dt)
                                             z[r] = xs[r]
-                                            args = lambda: (lpmpi.IN_PLACE, z.copy())   # noqa: E731
+                                            args = lambda z=z: (lpmpi.IN_PLACE, z.copy())
                                         else:
-                                            args = lambda: (xs[r].copy(), None)         # noqa: E731
+                                            args = lambda: (xs[r].copy(), None)
                                         for y in forms("gather", args, kw, once=True):
                                             if r == root:
                                                 same(y, big, f"{tp} in place")
                                     else:
-                                        src = lambda: (big.copy() if r == root else None, np.zeros(n, dt))  # noqa: E731
+                                        src = lambda: (big.copy() if r == root else None, np.zeros(n, dt))
                                         for y in forms("scatter", src, kw):
                                             same(y, xs[r], f"{tp}")
                                         same(lpmpi.scatter(big.copy(), **kw), xs[r], "recvbuf=None from sendbuf")

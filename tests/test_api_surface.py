@@ -91,7 +91,7 @@ def test_generated_surface_is_up_to_date():
     import subprocess
     import sys
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_surface.py"), "--check"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
 
 

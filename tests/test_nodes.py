@@ -87,7 +87,6 @@ def test_the_models_network_count_is_what_the_engine_sends(nprocs, placement):
         for sent, want in zip(r["bytes_per_node"], model):
             assert sent == pytest.approx(want, abs=4 * nprocs), (r["collective"], r["label"], r["nbytes"], r)
         checked.add((r["collective"], r["algorithm"]))
-    from lpmpi import _core
-    from lpmpi import engine
+    from lpmpi import _core, engine
     every = {(c, a) for c in engine.COLLECTIVES for a in _core.algorithms(c) if a != "native"}
     assert checked == every, every - checked

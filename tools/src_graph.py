@@ -68,11 +68,11 @@ def graph(src: Path = SRC) -> tuple[dict[str, set[str]], dict[str, set[str]], di
                 owner.setdefault(m.group(1), n)
     uses: dict[str, set[str]] = {n: set() for n in clean if n.endswith(".c")}
     why: dict[str, dict[str, set[str]]] = {n: {} for n in uses}
-    for n in uses:
+    for n, used in uses.items():
         for ident in set(_IDENT.findall(clean[n])):
             o = owner.get(ident)
             if o and o != n:
-                uses[n].add(o)
+                used.add(o)
                 why[n].setdefault(o, set()).add(ident)
     return uses, includes, why
 

@@ -51,6 +51,7 @@ The bench gives it from BOUND_MIN_BYTES up.
 from __future__ import annotations
 
 from lpmpi.engine import COLLECTIVES, collective_info
+
 #: the bench gives the bound from this size up (smaller copies measure call overhead, not memory)
 BOUND_MIN_BYTES = 256 << 10
 
