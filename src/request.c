@@ -213,9 +213,15 @@ typedef struct {
 } call_t;
 
 /* 1-3: the checks C callers can get wrong, memory routing, the prepared context */
-static int call_check(call_t *c, const lp_call_t *k, lp_coll_t coll, MPI_Comm comm, size_t count, lp_dtype_t dt, lp_op_t op,
-                      int root, lp_mem_t mem, void *acc, lp_dtype_t acc_dt) {
+static int call_check(call_t *c, const lp_call_t *k) {
     int rc = LP_OK;
+    const lp_coll_t coll = k->coll;
+    const lp_dtype_t dt = k->dt, acc_dt = k->acc_dt;
+    const lp_op_t op = k->op;
+    const int root = k->root;
+    const void *acc = k->acc;
+    size_t count = k->count;
+    lp_mem_t mem = k->mem;
     if ((int)coll < 0 || coll >= LP_NCOLLS) return LP_FAIL(LP_ERR_ARG, "unknown collective %d", (int)coll);
     const lp_coll_traits_t *T = lp_traits(coll);
     if ((int)dt < 0 || dt >= LP_NDTYPES) return LP_FAIL(LP_ERR_ARG, "unknown dtype %d", (int)dt);
@@ -231,7 +237,7 @@ static int call_check(call_t *c, const lp_call_t *k, lp_coll_t coll, MPI_Comm co
     LP_TRY(lp_device_route(mem, &c->dev, &c->xport));
     if (c->dev) mem = LP_MEM_CUDA;                /* emulation decides as for device memory */
     c->mem = mem;
-    LP_TRY(lp_ctx_ready(comm, &c->ctx, NULL));
+    LP_TRY(lp_ctx_ready(k->comm, &c->ctx, NULL));
     if (root < 0 || root >= c->ctx->size) return LP_FAIL(LP_ERR_ARG, "root %d out of range", root);
     if (k->scounts && T->rblocks == 1) count = k->scounts[c->ctx->rank];   /* my block's (per-rank counts) */
     if (c->accum && !acc && count && lp_on(T->result, c->ctx->rank, root))   /* (empty: may be NULL) */
@@ -242,11 +248,12 @@ cleanup:
 
 /* 4: the key (lp_decision_key: what every rank shares), the decision, and the ring's node-local
  * transport, resolved here once by the key's bytes (the schedule follows it: req_plan) */
-static int call_decide(call_t *c, lp_coll_t coll, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt, int alg,
-                       size_t chunk_bytes) {
+static int call_decide(call_t *c, const lp_call_t *k) {
     lp_ctx_t *ctx = c->ctx;
-    c->key = lp_decision_key(coll, ctx->size, ctx->nnodes, count, dt, acc_dt, c->mem);
-    int rc = lp_decide(ctx, &c->key, alg, chunk_bytes, &c->ch);
+    const lp_coll_t coll = k->coll;
+    const size_t count = k->count;
+    c->key = lp_decision_key(coll, ctx->size, ctx->nnodes, count, k->dt, k->acc_dt, c->mem);
+    int rc = lp_decide(ctx, &c->key, k->alg, k->chunk_bytes, &c->ch);
     if (rc != LP_OK) return rc;
     const lp_algo_t *A = &lp_algos[c->ch.alg];
     c->ring_tp = -1;
@@ -280,20 +287,12 @@ int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const
 int lp_call_decision(lp_decision_t *out, const lp_call_t *k) {
     int rc = LP_OK;
     call_t c = {0};
-    const lp_coll_t coll = k->coll;
-    const MPI_Comm comm = k->comm;
-    const size_t count = k->count, chunk_bytes = k->chunk_bytes;
-    const lp_dtype_t dt = k->dt, acc_dt = k->acc_dt;
-    const lp_op_t op = k->op;
-    const int root = k->root, alg = k->alg;
-    const lp_mem_t mem = k->mem;
-    void *const acc = k->acc;
     LP_TRY(call_counts(k));
     if (lp_forked) return lp_not_forked();
-    if (!lp_comm_ready(comm))
+    if (!lp_comm_ready(k->comm))
         return LP_FAIL(LP_ERR_ARG, "lp_request_decision: the communicator is not prepared (lp_comm_prepare)");
-    LP_TRY(call_check(&c, k, coll, comm, count, dt, op, root, mem, acc, acc_dt));
-    LP_TRY(call_decide(&c, coll, count, dt, acc_dt, alg, chunk_bytes));
+    LP_TRY(call_check(&c, k));
+    LP_TRY(call_decide(&c, k));
     static const int tp_of_ring[] = {LP_TP_MPI, LP_TP_SHM, LP_TP_CMA};
     *out = (lp_decision_t){.choice = c.ch, .key = c.key,
                            .ring_transport = c.ring_tp >= 0 ? tp_of_ring[c.ring_tp] : 0};
@@ -352,14 +351,12 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     call_t c = {0};
     lp_req_t *r = NULL;
     const lp_coll_t coll = k->coll;
-    const MPI_Comm comm = k->comm;
     const void *const sbuf = k->sbuf;
     void *const rbuf = k->rbuf;
-    const size_t count = k->count, chunk_bytes = k->chunk_bytes;
+    const size_t count = k->count;
     const lp_dtype_t dt = k->dt, acc_dt = k->acc_dt;
     const lp_op_t op = k->op;
-    const int root = k->root, alg = k->alg;
-    const lp_mem_t mem = k->mem;
+    const int root = k->root;
     void *const acc = k->acc;
     uint64_t vhash = 0;
     if (out) *out = NULL;
@@ -367,14 +364,14 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
-    LP_TRY(call_check(&c, k, coll, comm, count, dt, op, root, mem, acc, acc_dt));
+    LP_TRY(call_check(&c, k));
     lp_ctx_t *ctx = c.ctx;
     const lp_coll_traits_t *T = lp_traits(coll);
     const lp_devops_t *dev = c.dev;
     LP_TRY(acquire(ctx));
     busy = 1;
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
-    LP_TRY(call_decide(&c, coll, count, dt, acc_dt, alg, chunk_bytes));
+    LP_TRY(call_decide(&c, k));
     const lp_choice_t ch = c.ch;
     const size_t esize = lp_dtype_size(dt), staging = (size_t)call_staging(&c);
     /* 5. LPMPI_CHECK: the call and its whole decision, the same on every rank */
