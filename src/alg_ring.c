@@ -63,7 +63,7 @@ static view_t view_of(const lp_args_t *a) {
 /* block b of the view: elements [*off, *off + *len) of a P-block buffer */
 static void block(const view_t *v, int P, int b, size_t *off, size_t *len) {
     b = ((b % P) + P) % P;
-    if (v->uniform) lp_ring_block(v->a, b, off, len);
+    if (v->uniform) lp_ring_block(v->a, lp_ring_rank(v->a, b), off, len);   /* position b's rank's */
     else lp_block(v->count, P, b, off, len);
 }
 

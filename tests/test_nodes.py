@@ -90,3 +90,18 @@ def test_the_models_network_count_is_what_the_engine_sends(nprocs, placement):
     from lpmpi import _core, engine
     every = {(c, a) for c in engine.COLLECTIVES for a in _core.algorithms(c) if a != "native"}
     assert checked == every, every - checked
+
+
+@needs_mpich
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("cases", ("move_cases.py", "blocks_cases.py"))
+def test_block_collectives_on_two_emulated_nodes(placement, cases):
+    """Every matrix case of the collectives with a block per rank (tests/move_cases.py,
+    tests/blocks_cases.py) at P = 3 over two emulated nodes, unsampled: the ring follows node
+    order, so its position i carries rank order[i]'s block (a ring that took position i for
+    rank i put round-robin ranks' blocks in each other's places, issue 38 to 39)."""
+    from pathlib import Path
+    import sys
+    cmd = [mpiexec(), "-n", "3", sys.executable, "-u", str(Path(__file__).with_name(cases))]
+    rc, out, _ = run(cmd, child_env(PLACEMENTS[placement]), 600)
+    assert rc == 0 and "failures=0" in out, out[-6000:]
