@@ -40,7 +40,7 @@ import numpy as np
 from jax.interpreters import ad, batching, mlir
 from mpi4py import MPI
 
-from lpmpi import _core
+from lpmpi import _core, engine
 
 __all__ = ["allgather", "allreduce", "alltoall", "bcast", "default_comm", "reduce", "reduce_scatter"]
 
@@ -131,19 +131,17 @@ def _flag(v) -> bool:
 
 # ---- one primitive per collective ----
 def _out_aval(coll: str, x, size: int):
-    if coll == "alltoall":
-        if not x.shape or x.shape[0] != size:
-            raise ValueError(f"alltoall: x must have shape (P, ...) with P = {size} "
-                             f"(block j goes to rank j), got {tuple(x.shape)}")
-        return _compat.ShapedArray(tuple(x.shape), x.dtype)
-    if coll == "allgather":
-        return _compat.ShapedArray((size,) + tuple(x.shape), x.dtype)
-    if coll == "reduce_scatter":
-        if not x.shape or x.shape[0] != size:
-            raise ValueError(f"reduce_scatter: x must have shape (P, ...) with P = {size} "
-                             f"(one block per rank), got {tuple(x.shape)}")
-        return _compat.ShapedArray(tuple(x.shape[1:]), x.dtype)
-    return _compat.ShapedArray(tuple(x.shape), x.dtype)
+    """The result's shape from the collective's row: a sendbuf of P blocks is x's leading axis
+    (reduce_scatter, alltoall); a recvbuf of P blocks gets one (allgather) or keeps it (alltoall)."""
+    row = engine.collective_info(coll)
+    if row.send_blocks == 0 and (not x.shape or x.shape[0] != size):
+        raise ValueError(f"{coll}: x must have shape (P, ...) with P = {size} "
+                         f"(one block per rank), got {tuple(x.shape)}")
+    if row.send_blocks == 0:
+        shape = tuple(x.shape) if row.recv_blocks == 0 else tuple(x.shape[1:])
+    else:
+        shape = ((size,) if row.recv_blocks == 0 else ()) + tuple(x.shape)
+    return _compat.ShapedArray(shape, x.dtype)
 
 
 def _make(coll: str):
@@ -178,12 +176,11 @@ def _make(coll: str):
 
     def batch(args, dims, **params):
         (x,), (d,) = args, dims
-        if coll == "reduce_scatter":      # blocks along axis 0: the batch goes inside each block
-            return p.bind(jax.numpy.moveaxis(x, d, 1), **params), 0
-        if coll == "alltoall":            # blocks along axis 0 both ways
-            return p.bind(jax.numpy.moveaxis(x, d, 1), **params), 1
+        row = engine.collective_info(coll)
+        if row.send_blocks == 0:          # blocks along axis 0: the batch goes inside each block
+            return p.bind(jax.numpy.moveaxis(x, d, 1), **params), (1 if row.recv_blocks == 0 else 0)
         out = p.bind(x, **params)
-        return out, (d + 1 if coll == "allgather" else d)
+        return out, (d + 1 if row.recv_blocks == 0 else d)
 
     batching.primitive_batchers[p] = batch
     return p

@@ -179,7 +179,9 @@ static int req_tags(lp_req_t *r) {
     }
     r->a.tag0 = (int)(slot * LP_TAGS_PER_REQ);
     r->nat_ticket = issues_native(r) ? ctx->nat_next++ : -1;
-    if (r->sched == &lp_sched_ring_shm) {          /* its rounds of the segment, in start order */
+    if (r->a.ring_tp == LP_RING_SHM) {             /* its rounds of the segment, in start order
+                                                      (the decision's transport: the row's shm
+                                                      schedule runs, request.c req_plan) */
         r->a.shm_base = ctx->shm_next;
         ctx->shm_next += lp_shm_rounds(&r->a);
     }
