@@ -66,6 +66,15 @@ def test_blocks_suite(profile):
     _run("blocks_cases.py", profile)
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_block_movers_suite(profile):
+    """alltoall, alltoallv, allgatherv, reduce_scatter with counts, gather, scatter (issue 39)
+    under every shipped table as it applies on its machine: a table-dependent decision that
+    differs between ranks would hang here (LPMPI_TIMEOUT turns it into a failure)."""
+    out = _run("move_cases.py", profile)
+    assert "failures=0" in out, out[-3000:]
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("profile", PROFILES)
 def test_torch_backend_suite(profile):
