@@ -107,17 +107,6 @@ static int cma_plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     return LP_OK;
 }
 
-/* exchange group g: `len` bytes to me + j from src (per peer: src + (me + j) len when per_peer)
- * and from me - j into dst + (me - j) len */
-static void exchange(lp_req_t *r, const lp_args_t *a, int g, const char *src, int per_peer, char *dst,
-                     size_t len) {
-    const int P = a->size, me = a->rank, tag = a->tag0 + LP_TAG_RING;
-    for (int j = XCH * g + 1; j <= XCH * g + XCH && j < P; j++) {
-        int to = (me + j) % P, from = (me - j + P) % P;
-        lp_lane_send(r, a, src + (per_peer ? (size_t)to * len : 0), len, 0, to, tag);
-        lp_lane_recv(r, a, dst + (size_t)from * len, len, 0, from, tag);
-    }
-}
 
 static int cma_phase(lp_req_t *r, const lp_args_t *a, int i) {
     const int P = a->size, me = a->rank, G = groups(P);
@@ -136,13 +125,13 @@ static int cma_phase(lp_req_t *r, const lp_args_t *a, int i) {
             lp_send_part(a, p, &off, &len);
             out[p] = (char *)src + off * a->esize;
         }
-        exchange(r, a, i, (const char *)out, 1, (char *)in, sizeof(char *));
+        lp_lanes_exchange(r, a, i, XCH, out, 1, in, sizeof(char *));
     } else if (i == G) {                               /* read the blocks meant for me */
         own_block(r, a);
         lp_lane_t *l = lp_lane_xport(r, a, &xport, 0, a->rbuf, 1, 0);
         lp_lane_region(l, 3, (char *)in);
     } else {                                           /* end: I have read */
-        exchange(r, a, i - G - 1, xb, 0, xb + P, 1);
+        lp_lanes_exchange(r, a, i - G - 1, XCH, xb, 0, xb + P, 1);
     }
     return LP_OK;
 }

@@ -27,15 +27,7 @@
  * context found the transport usable (context.c: one node, process_vm_readv of every peer works,
  * LPMPI_NODE_TRANSPORT is not "mpi" on any rank); everything else runs over MPI.
  * Memory: the address table (2 P pointers), two chunk slots, the exchange bytes. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE     /* process_vm_readv (sys/uio.h) */
-#endif
-#include "internal.h"
-#include <errno.h>
-#include <string.h>
-#if defined(__linux__)
-#include <sys/uio.h>
-#endif
+#include "internal.h"   /* the read itself: lp_cma_read (transport.c) */
 
 enum { XCH = 7 };                 /* peers per exchange phase: 2 XCH lanes <= LP_LANES_MAX */
 enum { CMA_REDUCE, CMA_GATHER };  /* the transport's steps (lane sub-kinds) */
@@ -102,16 +94,6 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     return LP_OK;
 }
 
-/* exchange group g: send `len` bytes at src to me + j and receive what me - j sends into
- * dst + (me - j) len (each sender's own place), for j in XCH g + 1 .. XCH g + XCH (< P) */
-static void exchange(lp_req_t *r, const lp_args_t *a, int g, const void *src, void *dst, size_t len) {
-    const int P = a->size, me = a->rank, tag = a->tag0 + LP_TAG_RING;
-    for (int j = XCH * g + 1; j <= XCH * g + XCH && j < P; j++) {
-        int from = (me - j + P) % P;
-        lp_lane_send(r, a, src, len, 0, (me + j) % P, tag);
-        lp_lane_recv(r, a, (char *)dst + (size_t)from * len, len, 0, from, tag);
-    }
-}
 
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     const int P = a->size, me = a->rank, X = xch_phases(P);
@@ -129,11 +111,11 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
             lp_recv_part(a, me, &off, &len);
             t[P].sbuf = a->rbuf + off * es;
         }
-        exchange(r, a, g, &t[P], t, sizeof(addr_t));
+        lp_lanes_exchange(r, a, g, XCH, &t[P], 0, t, sizeof(addr_t));
         break;
     case ST_MID:                                       /* my block is final (reduce_scatter: */
     case ST_END:                                       /* the peers' inputs read) / I copied */
-        exchange(r, a, g, xb, xb + P, 1);
+        lp_lanes_exchange(r, a, g, XCH, xb, 0, xb + P, 1);
         break;
     case ST_REDUCE: {                                  /* reduce my block */
         lp_ring_block(a, lp_ring_block_of(a, me), &off, &len);

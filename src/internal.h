@@ -296,6 +296,11 @@ typedef struct {
 extern const lp_algo_t lp_algos[];
 extern const int lp_nalgos;
 
+/* schedule.c: group g of xch peers of an exchange of len bytes with every peer (per_peer: src
+ * holds one piece per destination rank; dst gets one per source rank) */
+void lp_lanes_exchange(lp_req_t *r, const lp_args_t *a, int g, int xch, const void *src, int per_peer,
+                       void *dst, size_t len);
+
 /* ---- schedules (one file per family) ---- */
 extern const lp_sched_t lp_sched_lp, lp_sched_lp_staged;    /* all three collectives */
 extern const lp_sched_t lp_sched_allgather_lp, lp_sched_reduce_scatter_lp;   /* alg_lp_blocks.c */

@@ -178,3 +178,17 @@ void lp_chain_at(const lp_args_t *a, int head, int dir, int *v, int *left, int *
     }
 #undef S
 }
+
+/* group g of XCH peers of an all-to-all exchange of `len` bytes per pair (the node-local
+ * transports' hello / mid / end rounds): for j = XCH g + 1 .. XCH g + XCH (< P), send to me + j
+ * from src (src + (me + j) len where per_peer) and receive what me - j sends into
+ * dst + (me - j) len, the request's ring tag */
+void lp_lanes_exchange(lp_req_t *r, const lp_args_t *a, int g, int xch, const void *src, int per_peer,
+                       void *dst, size_t len) {
+    const int P = a->size, me = a->rank, tag = a->tag0 + LP_TAG_RING;
+    for (int j = xch * g + 1; j <= xch * g + xch && j < P; j++) {
+        int to = (me + j) % P, from = (me - j + P) % P;
+        lp_lane_send(r, a, (const char *)src + (per_peer ? (size_t)to * len : 0), len, 0, to, tag);
+        lp_lane_recv(r, a, (char *)dst + (size_t)from * len, len, 0, from, tag);
+    }
+}
