@@ -137,7 +137,17 @@ from lpmpi.tables import TuningWarning
 if TYPE_CHECKING:
     from lpmpi._explain import Explanation
 
-__all__ += ["TuningWarning", "explain"]
+__all__ += ["TuningWarning", "autotune_report", "explain"]
+
+
+def autotune_report() -> list[dict]:
+    """What the online tuner (``LPMPI_AUTOTUNE=1``) learned in this process, as tuning-table
+    documents (the format ``lpmpi-tune`` writes, one per process count and memory kind), each
+    row with its calls, calls to settle, exploration time and drift events
+    (:func:`lpmpi.autotune.report`).  Local: every rank of a communicator learned the same."""
+    from lpmpi import autotune
+
+    return autotune.report()
 
 
 def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: str = "host") -> Explanation:
@@ -151,4 +161,7 @@ def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: 
     return _explain(collective, nbytes, comm, memory)
 
 
+from lpmpi import autotune as _autotune
+
+_autotune.install()   # LPMPI_AUTOTUNE_FILE: its rows over the tables, the report written at exit
 tables.load()

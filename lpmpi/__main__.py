@@ -79,6 +79,16 @@ def info() -> None:
             alg, chunk, _, src, _ = _core.choice(coll, n, comm)
             ch = f", chunk {_size(chunk)}" if chunk else ""
             print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
+    from lpmpi import _env, autotune
+    if _env.settings.autotune:
+        keys = autotune.state()
+        print(f"online tuning (LPMPI_AUTOTUNE=1): {len(keys)} key(s) in this process"
+              + (f"; learned rows written to {_env.settings.autotune_file} at exit"
+                 if _env.settings.autotune_file else ""))
+        for line in autotune.describe(keys):
+            print("  " + line)
+    else:
+        print("online tuning: off (LPMPI_AUTOTUNE=1 turns it on)")
     comm.Barrier()
 
 

@@ -182,6 +182,31 @@ cdef extern from "lpmpi.h" nogil:
     int lp_call_decision(lp_decision_t *out, const lp_call_t *call)
     int lp_check_local_error(MPI_Comm comm)
 
+    int lp_autotune_set(int on)
+    ctypedef struct lp_at_cand_t:
+        int alg
+        size_t chunk
+        int transport
+    ctypedef struct lp_at_info_t:
+        int coll, cls, mem, acc, P, nodes
+        double lo, hi, nbytes
+        int state, ncand, native, choice
+        lp_at_cand_t cand[8]
+        int alive[8]
+        double median[8]
+        long samples[8]
+        double seconds, last_seconds
+        long calls, explore_calls, settle_calls, settles, drifts_slower, drifts_faster
+        double explore_seconds
+        unsigned long gen
+        int comm_live
+    int lp_autotune_report(lp_at_info_t *out, int max)
+    double lp_tune_median(const double *x, size_t n)
+    int lp_tune_pruned(double t, double best, double factor)
+    int lp_tune_decide(const double *t, int n, int prefer, double tie)
+    int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc,
+                         lp_at_info_t *out, int *found)
+
     int lp_cuda_built()
     void lp_configure_device(int emulate, int cuda_aware, int staging_buffers)
     int lp_device_emulated()

@@ -52,6 +52,13 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_TIMEOUT", "seconds", ("the watchdog: a collective not complete after this long raises "
      "LPError on the ranks waiting for it, naming what it waits for (the communicator is unusable "
      "then: e.g. comm.Abort()); default off, free when off; on, waits poll instead of blocking in MPI")),
+    ("LPMPI_AUTOTUNE", "0|1", ("tune \"auto\" while the program runs: per communicator, collective and size "
+     "class, blocking calls explore a few candidates (the table's or model's choice, MPI's own, the model's "
+     "next best, chunk and transport neighbours), every rank deciding alike from the slowest rank's times, "
+     "then settle; a settled choice that drifts is re-examined (docs/autotune.md); every rank must set the same")),
+    ("LPMPI_AUTOTUNE_FILE", "path", ("with LPMPI_AUTOTUNE=1: start from the rows this file holds (if it "
+     "exists) and write what was learned there at exit (rank 0 of MPI_COMM_WORLD); "
+     "lpmpi-tune --merge folds it into a table")),
     ("LPMPI_SHM_SPIN_US", "-1..1000000", ("shared-memory transport: microseconds a waiting rank polls "
      "its peers' counters before it sleeps until they move (default 50; -1: poll, never sleep)")),
 )
@@ -80,6 +87,8 @@ class Settings:
     node_transport: str = "auto"       # LPMPI_NODE_TRANSPORT: auto, shm, cma or mpi
     shm_spin_us: int | None = None     # LPMPI_SHM_SPIN_US: None = the engine's default
     timeout: float = 0.0               # LPMPI_TIMEOUT: seconds, 0 = off
+    autotune: bool = False             # LPMPI_AUTOTUNE
+    autotune_file: str | None = None   # LPMPI_AUTOTUNE_FILE
 
 
 def _ignore(name: str, value: str, why: str) -> None:
@@ -149,6 +158,8 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         node_transport=nt or "auto",
         shm_spin_us=_spin(env),
         timeout=_seconds(env, "LPMPI_TIMEOUT"),
+        autotune=_flag(env, "LPMPI_AUTOTUNE"),
+        autotune_file=env.get("LPMPI_AUTOTUNE_FILE", "").strip() or None,
     )
 
 
@@ -197,6 +208,7 @@ def apply() -> Settings:
     if s.shm_spin_us is not None:
         _core._configure_shm_spin(s.shm_spin_us)
     _core._configure_timeout(s.timeout)
+    _core.set_autotune(s.autotune)
     for coll in _core.COLLECTIVES:
         # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto
         _core.set_override(coll, s.algorithm if s.algorithm in _core.algorithms(coll) else None,

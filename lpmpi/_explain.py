@@ -10,6 +10,7 @@ _SOURCES = {
     "override": "environment override (LPMPI_ALGORITHM / LPMPI_CHUNK_BYTES)",
     "table": "tuning table",
     "model": "cost model (no table row applies)",
+    "autotune": "the online tuner (LPMPI_AUTOTUNE=1)",
 }
 _TRANSPORT_SOURCES = {"table": "the table row asks for it", "override": "the transport override asks for it",
                       "model": "the model's rule by size"}
@@ -46,6 +47,8 @@ class Explanation:
     #: (lpmpi's node-local transports, for the ring allreduce) or "mpi ...", with why; before the
     #: communicator's first collective, "not known yet ..."
     transport: str = ""
+    #: LPMPI_AUTOTUNE: the online tuner's state for this call's key on this communicator
+    online: str = ""
 
     def __str__(self) -> str:
         chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
@@ -74,6 +77,8 @@ class Explanation:
             lines.append(f"  requests: {self.requests}")
         if self.transport:
             lines.append(f"  node-local transport: {self.transport}")
+        if self.online:
+            lines.append(f"  online (LPMPI_AUTOTUNE): {self.online}")
         if self.model is not None:
             lines.append(f"  model: {self.model}")
         if self.network:
@@ -145,6 +150,19 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
                    f"{'/'.join(str(node.count(lead)) for lead in dict.fromkeys(node))}); one NIC per node, "
                    f"alpha_net {m.alpha_net * 1e6:.1f} us, beta_net {model._gbps(m.beta_net)} each way; "
                    f"each algorithm pays its busiest NIC's bytes and messages (lpmpi.model.net_traffic)")
+    online = ""
+    if s.autotune:
+        from lpmpi import autotune
+
+        k = _core.autotune_key(collective, nbytes, comm, memory)
+        if k is not None and k["choice"] is not None and k["state"] == "settled":
+            c = k["candidates"][k["choice"]]
+            alg, chunk, source = c["algorithm"], c["chunk_bytes"], "autotune"
+        online = (autotune.describe_key(k) if k is not None else
+                  "no blocking call of this size class on this communicator yet: the next ones explore")
+        online += ("; the algorithm may change while the program runs, and floating-point sums with it "
+                   "(pin algorithm= or turn LPMPI_AUTOTUNE off where every step must give the same bits)")
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
                        model.current(), model.predict_all(collective, nprocs, nbytes, nodes), agreed,
-                       _core.request_forms(alg), nodes=nodes, network=network, transport=transport)
+                       _core.request_forms(alg), nodes=nodes, network=network, transport=transport,
+                       online=online)

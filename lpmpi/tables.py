@@ -64,7 +64,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -520,6 +520,8 @@ class LoadStatus:
     #: selected for (its library and CPU model instead of this machine's); None: this machine
     tables_as: str | None = None
     table_hash: int = 0
+    #: LPMPI_AUTOTUNE_FILE's rows (its table, the row), applied over the tables (lpmpi.autotune)
+    warm: list[tuple[Table, Row]] = field(default_factory=list)
     warning: str | None = None
     model_from: str | None = None               # the table whose fitted model "auto" uses
 
@@ -530,6 +532,8 @@ class LoadStatus:
 
 
 _status = LoadStatus("not loaded")
+#: rows laid over the loaded tables (lpmpi.autotune.install sets it: LPMPI_AUTOTUNE_FILE's)
+_warm_rows: Callable[[LoadStatus], list[tuple[Table, Row]]] | None = None
 _builtin_model: tuple[float, ...] | None = None
 
 
@@ -703,7 +707,9 @@ def load(apply: bool = True, tables_as: str | None = None) -> LoadStatus:
             tables_as = None
     st = _select(source, paths, library, cpu)
     st.tables_as = tables_as or None
-    st.table_hash = rows_hash(st.applied)
+    st.warm = _warm_rows(st) if _warm_rows is not None else []
+    warm_tables = list({id(t): t for t, _ in st.warm}.values())
+    st.table_hash = rows_hash([*st.applied, *warm_tables])
     if apply:
         _apply(st)
     st.warning = _warning_text(st)
@@ -723,14 +729,14 @@ def _apply(st: LoadStatus) -> None:
     _core.table_clear()
     _core.model_set(*_builtin_model[:3])
     _core.model_set_net(*_builtin_model[3:])
-    for t in st.applied:
-        for r in t.rows:
-            try:
-                _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,
-                                staging_buffers=r.staging_buffers, acc=t.acc, transport=r.transport,
-                                nodes=t.nodes)
-            except (ValueError, TypeError) as exc:
-                t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
+    pairs = [(t, r) for t in st.applied for r in t.rows] + st.warm   # LPMPI_AUTOTUNE_FILE's last: they win
+    for t, r in pairs:
+        try:
+            _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,
+                            staging_buffers=r.staging_buffers, acc=t.acc, transport=r.transport,
+                            nodes=t.nodes)
+        except (ValueError, TypeError) as exc:
+            t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
     mt = model_table(st.applied)
     if mt is not None and mt.model is not None:
         _core.model_set(*mt.model[:3])

@@ -127,11 +127,11 @@ cleanup:
 
 /* ---------------------------------------------------------------- knobs */
 enum { KN_ALG = 0, KN_CHUNK = KN_ALG + LP_NCOLLS, KN_TP = KN_CHUNK + LP_NCOLLS, KN_WINDOW, KN_MAXMSG,
-       KN_CHECK, KN_STAGING, KN_EMUL, KN_AWARE, KN_TIMEOUT, KN_N };
+       KN_CHECK, KN_STAGING, KN_EMUL, KN_AWARE, KN_TIMEOUT, KN_AUTOTUNE, KN_N };
 static const char *const kn_names[KN_N - KN_TP] = {
     "the transport override (lpmpi.engine.transport)", "LPMPI_WINDOW", "LPMPI_MAX_MSG_BYTES",
     "LPMPI_CHECK", "LPMPI_STAGING_BUFFERS", "LPMPI_EMULATE_STAGING", "LPMPI_CUDA_AWARE",
-    "LPMPI_TIMEOUT"};
+    "LPMPI_TIMEOUT", "LPMPI_AUTOTUNE"};
 /* knob f's name (the per-collective ones name their collective, from its row) */
 static const char *kn_name(int f, char *buf, size_t n) {
     if (f >= KN_TP) return kn_names[f - KN_TP];
@@ -166,6 +166,7 @@ static void knobs_fill(int64_t v[KN_N]) {
     v[KN_EMUL] = emu;
     v[KN_AWARE] = aware;
     v[KN_TIMEOUT] = lp_timeout_ns;
+    v[KN_AUTOTUNE] = lp_autotune;
 }
 
 uint64_t lp_knobs_hash(void) {

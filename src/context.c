@@ -68,6 +68,7 @@ static void ctx_free(lp_ctx_t *c) {
         if (*p == c) { *p = c->next; nlive--; break; }
     pthread_mutex_unlock(&lock);
     if (teardown_hook) teardown_hook(c);   /* its requests completed and destroyed */
+    lp_autotune_detach(c);
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     free(c->node);
     free(c->order);
@@ -150,6 +151,7 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     c = calloc(1, sizeof *c);
     if (!c) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator context");
     c->comm = MPI_COMM_NULL;
+    c->tcomm = MPI_COMM_NULL;
     c->user = user;
     {   /* nonblocking on every rank (MPI never matches MPI_Comm_dup with MPI_Comm_idup, and
          * LPMPI_TIMEOUT, agreed only after this, may be set on some ranks): the watchdog's
@@ -323,7 +325,10 @@ int lp_ctx_ready(MPI_Comm user, lp_ctx_t **out, int *first_mismatch) {
         LP_TRY(node_map(ctx));
         LP_TRY(lp_node_transports_open(ctx));
     }
-    if (!ctx->tables) LP_TRY(table_agree(ctx, first_mismatch));
+    if (!ctx->tables) {
+        LP_TRY(table_agree(ctx, first_mismatch));
+        LP_TRY(lp_autotune_open(ctx));       /* (the knobs agree: every rank or none) */
+    }
     *out = ctx;
 cleanup:
     return rc;

@@ -56,6 +56,18 @@ double lp_net_cost(const lp_model_t *m, int alg, int P, int nodes, double nbytes
 extern unsigned long lp_select_gen;
 int lp_decide(lp_ctx_t *ctx, const lp_key_t *key, int alg, size_t chunk_bytes, lp_choice_t *out);
 
+/* ---- online tuning (autotune.c) ---- */
+extern int lp_autotune;
+typedef struct { struct lp_at_key *key; int index; double t0; } lp_at_slot_t;
+/* a call's choice under LPMPI_AUTOTUNE (ch: the static decision, replaced; slot: the blocking
+ * call's place in its key's window, to be closed by lp_autotune_done: ran 1 ok, 0 failed, -1
+ * never ran) */
+int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *key, int kind, lp_choice_t *ch, lp_at_slot_t *slot);
+int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran);
+int lp_autotune_open(lp_ctx_t *ctx);       /* the context's duplicate (context.c, first call) */
+void lp_autotune_detach(lp_ctx_t *ctx);    /* its communicator goes (context.c) */
+int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *key, lp_at_info_t *out);
+
 /* ---- contexts (context.c) ---- */
 struct lp_ctx {
     MPI_Comm comm;            /* private duplicate: lpmpi's messages never match the user's */
@@ -96,6 +108,10 @@ struct lp_ctx {
     uint64_t shm_next;
     int nt_why;
     int freed;                /* its communicator was freed: requests on it refuse to start */
+    /* LPMPI_AUTOTUNE (autotune.c): a private duplicate for its agreements (made with the
+     * context when autotune is on) and the keys it tunes */
+    MPI_Comm tcomm;
+    struct lp_at_key *at_keys;
     /* MPI's collectives on comm must be called in the same order on every rank; the native
      * steps of outstanding requests are issued as they become ready (after a staging copy,
      * when a window of pieces has room), so each request that issues them takes a ticket at

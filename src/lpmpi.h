@@ -311,7 +311,7 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk);
  * the model's (clamped to the largest single message).  The one function behind the
  * collectives, lpmpi.select, lpmpi.explain and LPMPI_DEBUG: on a communicator it reads only
  * what every rank shares once its context is prepared (see lp_comm_prepare). */
-enum { LP_SRC_OVERRIDE = 0, LP_SRC_TABLE = 1, LP_SRC_MODEL = 2, LP_SRC_REQUESTED = 3 };
+enum { LP_SRC_OVERRIDE = 0, LP_SRC_TABLE = 1, LP_SRC_MODEL = 2, LP_SRC_REQUESTED = 3, LP_SRC_AUTOTUNE = 4 };
 typedef struct {
     int alg;             /* registry index */
     size_t chunk;        /* chunk bytes (0 for unchunked algorithms) */
@@ -356,6 +356,41 @@ int lp_request_decision(lp_decision_t *out, lp_coll_t coll, MPI_Comm comm, const
                         size_t count, lp_dtype_t dt, lp_op_t op, int root, int alg, size_t chunk_bytes,
                         lp_mem_t mem, void *acc, lp_dtype_t acc_dt);
 int lp_call_decision(lp_decision_t *out, const lp_call_t *call);
+
+/* ---- online tuning (autotune.c) ----
+ * LPMPI_AUTOTUNE: "auto" explores candidates on its blocking calls and settles, per key, every
+ * rank the same (see autotune.c); set before the first collective on a communicator (its
+ * private duplicate for the agreements is made then).  Returns the previous setting. */
+int lp_autotune_set(int on);
+#define LP_AT_MAXC 8
+typedef struct { int alg; size_t chunk; int transport; } lp_at_cand_t;   /* transport: LP_TP_* (0: none) */
+typedef struct {
+    int coll, cls, mem, acc, P, nodes;
+    double lo, hi, nbytes;          /* the size class [lo, hi) of the key's bytes; its first call's */
+    int state;                      /* 0 exploring, 1 settled */
+    int ncand, native, choice;      /* native: the candidate that is MPI's own (-1: none) */
+    lp_at_cand_t cand[LP_AT_MAXC];
+    int alive[LP_AT_MAXC];
+    double median[LP_AT_MAXC];      /* seconds (NaN: not measured in this exploration) */
+    long samples[LP_AT_MAXC];
+    double seconds;                 /* the choice's time when it settled (NaN before) */
+    double last_seconds;            /* the last settled window's median */
+    long calls, explore_calls, settle_calls, settles, drifts_slower, drifts_faster;
+    double explore_seconds;         /* time spent in exploring calls (the slowest rank's) */
+    unsigned long gen;              /* bumped at every settle */
+    int comm_live;                  /* its communicator still exists */
+} lp_at_info_t;
+/* every key's state (the first max of n; returns n) */
+int lp_autotune_report(lp_at_info_t *out, int max);
+/* the shared core (lpmpi.tune measures with it too): the median of n times; pruned (1) when t
+ * is more than factor x best; the index of the fastest of t[0..n) (NaN: none), `prefer` where
+ * it is within tie of it (-1: none) */
+double lp_tune_median(const double *x, size_t n);
+int lp_tune_pruned(double t, double best, double factor);
+int lp_tune_decide(const double *t, int n, int prefer, double tie);
+/* the online state of comm's key for (coll, nbytes, mem, acc): *found 1 and *out, 0 where none */
+int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, lp_at_info_t *out,
+                     int *found);
 
 /* ---- device memory (device.c) ----
  * A build with CUDA (nvcc found: LPMPI_HAVE_CUDA) accepts LP_MEM_CUDA buffers; device memory

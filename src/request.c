@@ -248,6 +248,17 @@ cleanup:
     return rc;
 }
 
+/* the ring's node-local transport of c's choice, resolved here once by the key's bytes (the
+ * schedule follows it: req_plan) */
+static void call_ring_transport(call_t *c, const lp_call_t *k) {
+    const lp_ctx_t *ctx = c->ctx;
+    const lp_algo_t *A = &lp_algos[c->ch.alg];
+    c->ring_tp = -1;
+    if ((k->count || lp_count_keyless(k->coll)) && ctx->size > 1 && !c->dev && (A->cma || A->shm))
+        c->ring_tp = lp_ring_transport(ctx->shm != NULL && A->shm, ctx->pids != NULL && A->cma,
+                                       c->key.nbytes, c->ch.transport);
+}
+
 /* 4: the key (lp_decision_key: what every rank shares), the decision, and the ring's node-local
  * transport, resolved here once by the key's bytes (the schedule follows it: req_plan) */
 static int call_decide(call_t *c, const lp_call_t *k) {
@@ -257,11 +268,7 @@ static int call_decide(call_t *c, const lp_call_t *k) {
     c->key = lp_decision_key(coll, ctx->size, ctx->nnodes, count, k->dt, k->acc_dt, c->mem);
     int rc = lp_decide(ctx, &c->key, k->alg, k->chunk_bytes, &c->ch);
     if (rc != LP_OK) return rc;
-    const lp_algo_t *A = &lp_algos[c->ch.alg];
-    c->ring_tp = -1;
-    if ((count || lp_count_keyless(coll)) && ctx->size > 1 && !c->dev && (A->cma || A->shm))
-        c->ring_tp = lp_ring_transport(ctx->shm != NULL && A->shm, ctx->pids != NULL && A->cma,
-                                       c->key.nbytes, c->ch.transport);
+    call_ring_transport(c, k);
     return LP_OK;
 }
 
@@ -361,6 +368,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     const int root = k->root;
     void *const acc = k->acc;
     uint64_t vhash = 0;
+    lp_at_slot_t slot = {0};
     if (out) *out = NULL;
     LP_TRY(call_counts(k));
     if (lp_forked) return lp_not_forked();
@@ -374,6 +382,10 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     busy = 1;
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     LP_TRY(call_decide(&c, k));
+    if (lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes) {   /* the online tuner's turn */
+        LP_TRY(lp_autotune_pick(ctx, &c.key, kind, &c.ch, &slot));
+        call_ring_transport(&c, k);
+    }
     const lp_choice_t ch = c.ch;
     const size_t esize = lp_dtype_size(dt), staging = (size_t)call_staging(&c);
     /* 5. LPMPI_CHECK: the call and its whole decision, the same on every rank */
@@ -422,14 +434,18 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (kind == LP_REQ_PERSISTENT && r->sched && r->sched->init) LP_TRY(r->sched->init(r, &r->a));
     if (kind != LP_REQ_PERSISTENT) {
         LP_TRY(req_tags(r));
-        if (kind == LP_REQ_BLOCKING) rc = lp_engine_run(r);
-        else LP_TRY(lp_engine_start(r));
+        if (kind == LP_REQ_BLOCKING) {
+            rc = lp_engine_run(r);
+            int trc = lp_autotune_done(ctx, &slot, rc == LP_OK);   /* (no-op untuned) */
+            if (rc == LP_OK) rc = trc;
+        } else LP_TRY(lp_engine_start(r));
     } else {
         r->state = LP_REQ_INACTIVE;
     }
     if (out) *out = r;
     r = NULL;
 cleanup:
+    if (slot.key) lp_autotune_done(c.ctx, &slot, -1);   /* an error before it ran: no time */
     if (r && kind != LP_REQ_BLOCKING) req_destroy(r);
     if (busy) release(ctx);
     return rc;
@@ -547,6 +563,16 @@ int lp_choose(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int ac
     rc = lp_decide(ctx, &k, alg, chunk_bytes, out);
 cleanup:
     return rc;
+}
+
+int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, lp_at_info_t *out,
+                     int *found) {
+    lp_ctx_t *ctx = NULL;
+    int rc = lp_ctx_find(comm, &ctx);
+    if (rc != LP_OK) return rc;
+    const lp_key_t k = {.coll = coll, .nbytes = nbytes, .mem = mem, .acc = acc != 0};
+    *found = ctx ? lp_autotune_key_info(ctx, &k, out) : 0;
+    return LP_OK;
 }
 
 /* LPMPI_CHECK on a rank whose own arguments were bad: prepare the context as a call would, then

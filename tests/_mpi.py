@@ -93,7 +93,69 @@ def run_split(cmd: list[str], env: dict, timeout: float, merge: bool = False) ->
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
+        reap_leaked_mpich_shm()
         return None, out, err or ""
+
+
+# MPICH's shared-memory bootstrap creates /dev/shm/mpich_shm_<pid in hex>_<n> with O_EXCL and
+# unlinks it once every local rank has attached it: a rank killed before that (a timeout, an
+# abort, a fault test) leaves the file behind, owned by whoever ran the tests.  A later process
+# of another user whose pid is that number then fails MPI_Init ("Out of memory" in
+# MPIDI_POSIX_comm_bootstrap: the sticky /dev/shm forbids it to replace root's file), which is
+# how test_cluster's unprivileged run failed once in CI.  The tests remove what they leaked.
+_SHM = Path("/dev/shm")
+_SHM_NAME = re.compile(r"mpich_shm_([0-9a-f]+)_\d+$")
+_SESSION_START = time.time()
+
+
+def _held_shm_files() -> set[str]:
+    """/dev/shm paths some live process has open or mapped (from /proc)."""
+    held: set[str] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                held.update(ln.split(None, 5)[5].strip() for ln in f if "/dev/shm/" in ln)
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    held.add(target)
+        except (OSError, IndexError):
+            continue
+    return held
+
+
+def reap_leaked_mpich_shm() -> int:
+    """Remove the MPICH bootstrap files this test session leaked: created since it started, by
+    this user, and held (open or mapped) by no live process.  Returns how many were removed."""
+    try:
+        entries = list(os.scandir(_SHM))
+    except OSError:
+        return 0
+    leaked = []
+    for e in entries:
+        if not _SHM_NAME.match(e.name):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and st.st_mtime >= _SESSION_START - 1:
+            leaked.append(e.path)
+    if not leaked:
+        return 0
+    held = _held_shm_files()
+    removed = 0
+    for path in leaked:
+        if path in held:
+            continue
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 def format_failure(cmd, env_extra, rc, out, timeout) -> str:

@@ -14,6 +14,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `import _mpi` in any import mode
 
 
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _reap_leaked_mpich_shm():
+    """After every test, the MPICH shared-memory files its killed ranks left (_mpi.py says why)."""
+    yield
+    import _mpi
+
+    _mpi.reap_leaked_mpich_shm()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "mpi: spawns mpiexec (multi-process cases)")
 

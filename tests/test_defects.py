@@ -103,6 +103,7 @@ def test_torch_negative_and_conjugate_bits_refused():
     ("LPMPI_CHECK", "1", "LPMPI_CHECK: 1 on rank 0, 0 on rank 1"),
     ("LPMPI_MAX_MSG_BYTES", "4K", "LPMPI_MAX_MSG_BYTES: 4096 on rank 0"),
     ("LPMPI_TIMEOUT", "30", "LPMPI_TIMEOUT: 30 s on rank 0, off on rank 1"),
+    ("LPMPI_AUTOTUNE", "1", "LPMPI_AUTOTUNE: 1 on rank 0, 0 on rank 1"),
 ])
 def test_knob_on_one_rank_raises_everywhere(tmp_path, var, value, named):
     rc, out, _ = launch(tmp_path, """

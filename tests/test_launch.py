@@ -187,3 +187,28 @@ def test_tune_without_optuna_under_mpiexec_says_it_once(no_optuna, tmp_path):
     from lpmpi.tune.cli import OPTUNA_MISSING
 
     assert out.strip().splitlines() == [OPTUNA_MISSING], out
+
+
+def test_the_tests_remove_the_mpich_shm_files_killed_ranks_leak():
+    """A rank killed during MPICH's shared-memory bootstrap leaves /dev/shm/mpich_shm_<id>_0;
+    a later process of another user whose pid is that id then fails MPI_Init (it happened to
+    test_cluster's unprivileged run in CI).  The reaper removes this session's leaked files and
+    keeps those a live process holds."""
+    import os
+    from pathlib import Path
+
+    import _mpi
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no /dev/shm")
+    leaked = Path("/dev/shm/mpich_shm_7ffffff0_0")
+    held = Path("/dev/shm/mpich_shm_7ffffff1_0")
+    for p in (leaked, held):
+        p.write_bytes(b"x")
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        assert _mpi.reap_leaked_mpich_shm() >= 1
+        assert not leaked.exists() and held.exists()
+    finally:
+        os.close(fd)
+        for p in (leaked, held):
+            p.unlink(missing_ok=True)

@@ -100,8 +100,8 @@ def test_block_collectives_on_two_emulated_nodes(placement, cases):
     tests/blocks_cases.py) at P = 3 over two emulated nodes, unsampled: the ring follows node
     order, so its position i carries rank order[i]'s block (a ring that took position i for
     rank i put round-robin ranks' blocks in each other's places, issue 38 to 39)."""
-    from pathlib import Path
     import sys
+    from pathlib import Path
     cmd = [mpiexec(), "-n", "3", sys.executable, "-u", str(Path(__file__).with_name(cases))]
     rc, out, _ = run(cmd, child_env(PLACEMENTS[placement]), 600)
     assert rc == 0 and "failures=0" in out, out[-6000:]

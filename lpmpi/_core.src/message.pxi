@@ -771,7 +771,7 @@ cdef class Message:
         return 0
 
 cdef str _source_name(int src):
-    return ("override", "table", "model", "requested")[src]
+    return ("override", "table", "model", "requested", "autotune")[src]
 
 cdef void _debug_log(Message m, int kind) except *:
     """LPMPI_DEBUG=1: on rank 0, the decision (the engine's own: lp_request_decision, with the

@@ -47,6 +47,7 @@ from lpmpi.bench.grid import run_compare_grid
 from lpmpi.bench.harness import DEFAULT_MIN_TIME, DEFAULT_WARMUP, MAX_REPS, MIN_REPS
 from lpmpi.bench.memory import MEMORY_BACKENDS, memory_backend
 from lpmpi.bench.nodes import node_transports, run_node_bytes
+from lpmpi.bench.online import plot, run_online
 from lpmpi.bench.overlap import COMPUTES, run_overlap
 from lpmpi.bench.report import environment_header, format_header
 from lpmpi.bench.rows import measure_memory_bandwidth, run_collective
@@ -157,6 +158,19 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         "and report its best, the tuning table's choice and auto: the tuner's regret",
     )
     p.add_argument(
+        "--online",
+        action="store_true",
+        help="the online tuner (LPMPI_AUTOTUNE) in a training loop: per size, --calls calls on a fresh "
+        "communicator with the tuner on, timed one by one, against the exhaustive grid, the static "
+        "choice and MPI's own measured in the same run (calls to settle, exploration cost, settled "
+        "time over the grid's best); lpmpi/bench/online.py",
+    )
+    p.add_argument("--calls", type=int, default=128, help="--online: calls per phase (default 128)")
+    p.add_argument("--busy", action="store_true",
+                   help="--online: a busy process per node joins after the first phase and leaves after "
+                   "the second (the grid measured again under it)")
+    p.add_argument("--plot", metavar="PNG", help="--online: the per-call times as a picture (matplotlib)")
+    p.add_argument(
         "--scaling",
         action="store_true",
         help="time against P: every algorithm on sub-communicators of 2..P ranks, in this one run",
@@ -238,7 +252,11 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
         p.error("--fresh-input applies to --forms")
     if args.read_result and (not args.forms or args.memory != "host"):
         p.error("--read-result applies to --forms on host memory")
-    modes = [m for m in ("compare_grid", "scaling", "forms", "overlap", "node_bytes") if getattr(args, m)]
+    modes = [m for m in ("compare_grid", "scaling", "forms", "overlap", "node_bytes", "online") if getattr(args, m)]
+    if (args.busy or args.plot) and not args.online:
+        p.error("--busy and --plot apply to --online")
+    if args.online and (args.memory != "host" or args.collective == "all" or args.calls < 8):
+        p.error("--online: one collective (--collective), host memory, --calls >= 8")
     if len(modes) > 1:
         p.error("--" + " and --".join(m.replace("_", "-") for m in modes) + " cannot be combined")
     if args.transports is not None:
@@ -317,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     collectives = COLLECTIVES if args.collective == "all" else (args.collective,)
     all_rows: list[Row] = []
     overlap_rows: list[dict[str, Any]] = []
+    online_rows: list[dict[str, Any]] = []
     node_rows: list[dict[str, Any]] = []
     summaries: dict[str, Any] = {}
     for collective in collectives:
@@ -337,7 +356,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         bound = bool(args.bandwidth and args.memory == "host" and header["nhosts"] == 1)
         s = Settings(collective, dtype, args.op, args.root, args.warmup, args.reps, args.min_time,
                      args.check, backend, args.fresh_input, bound, args.read_result)
-        if args.compare_grid:
+        if args.online:
+            online_rows, summaries[collective] = run_online(comm, s, counts, args.calls, args.busy, out)
+            rows = []
+            if args.plot and rank == 0:
+                why = plot(online_rows, args.plot)
+                out(f"# {why}" if why else f"# wrote {args.plot}")
+        elif args.compare_grid:
             rows, summaries[collective] = run_compare_grid(comm, s, counts, out, transports or ())
         elif args.scaling:
             rows, summaries[collective] = run_scaling(comm, s, counts, cases, out)
@@ -369,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "header": header,
             "rows": [asdict(r) for r in all_rows],
             **({"overlap": overlap_rows} if overlap_rows else {}),
+            **({"online": online_rows} if online_rows else {}),
             **({"node_bytes": node_rows} if node_rows else {}),
             "summary": summaries,
             "status": "failed" if failed else "ok",

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from lpmpi import engine
+from lpmpi import autotune, engine
 
 #: a no-argument callable running one collective (the thing timed)
 Call = Callable[[], Any]
@@ -112,8 +112,9 @@ class Timing:
 
     @property
     def median(self) -> float:
-        """The reported time (seconds): the median over repetitions of the slowest rank."""
-        return float(np.median(self.seconds))
+        """The reported time (seconds): the median over repetitions of the slowest rank (the
+        engine's statistic, which the online tuner uses too: lpmpi._core.tune_median)."""
+        return float(autotune.median(self.seconds))
 
     @property
     def min(self) -> float:
@@ -157,7 +158,7 @@ def time_interleaved(comm: MPI.Comm, calls: Sequence[Call], reps: int,
                 local[r, i] = clock() - t0
             if r + 1 == stop_at and checkpoint is not None:
                 so_far = max_over_ranks(comm, local[:stop_at])
-                if checkpoint.stop([float(m) for m in np.median(so_far, axis=0)]):
+                if checkpoint.stop([float(autotune.median(so_far[:, j])) for j in range(k)]):
                     return so_far, True
     finally:
         if gc_was_enabled:

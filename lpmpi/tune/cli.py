@@ -167,6 +167,10 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
     p.add_argument("--allow-oversubscribe", action="store_true",
                    help="tune even with more ranks on a node than cores (timings are meaningless)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--merge", metavar="AUTOTUNE_FILE",
+                   help="fold an LPMPI_AUTOTUNE_FILE's rows into the table --into (for its process count, "
+                   "memory kind and nodes) and write --out; one process, no measurement, no Optuna")
+    p.add_argument("--into", metavar="TABLE", help="the table --merge folds into")
     add_allow_single(p)
     p.add_argument("--crash-after", type=int, help=argparse.SUPPRESS)
     return p
@@ -325,10 +329,29 @@ def table_hint(out: str, rows: Sequence[tables.Row], collectives: Sequence[str],
              f"({lacks + '; ' if lacks else ''}other sizes; other P) goes to the cost model")]
 
 
+def _merge(parser: Any, args: Any, rank: int) -> int:
+    """``--merge FILE --into TABLE --out OUT``: what the online tuner learned, folded in."""
+    from lpmpi import autotune
+
+    if not args.into or not args.out:
+        parser.error("--merge needs --into TABLE and --out PATH")
+    if rank == 0:
+        try:
+            folded, total = autotune.merge(args.merge, args.into, args.out)
+        except (OSError, tables.TableError) as exc:
+            print(f"lpmpi-tune --merge: {exc}", file=sys.stderr, flush=True)
+            return EXIT_USAGE
+        print(f"lpmpi-tune --merge: {folded} row(s) of {args.merge} folded into {args.into}: "
+              f"{args.out} ({total} rows)", flush=True)
+    return 0
+
+
 def _run(comm: Any, argv: list[str]) -> int:
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     parser = build_parser(quiet=rank != 0)
     args = parser.parse_args(argv)
+    if args.merge:
+        return _merge(parser, args, rank)
     s = _settings(parser, args, nprocs)
     refused = refuse_single("lpmpi-tune", nprocs, args.allow_single)
     if refused is not None:

@@ -13,14 +13,15 @@ from typing import Any
 import numpy as np
 
 import lpmpi
-from lpmpi import engine
+from lpmpi import autotune, engine
 from lpmpi.bench import format_bytes, memory_backend, rule_transport
 from lpmpi.tune.measure import Bench, reps_for
 from lpmpi.tune.report import BucketResult, Progress
 from lpmpi.tune.space import NATIVE, Config, Space
 
 STOP = "stop"
-TIE = 0.03   # verified within 3% of native: keep native (the safe choice; < the 5% regret target)
+TIE = 0.03   # verified within 3% of native: keep native (the safe choice; < the 5% regret target;
+#              src/autotune.c takes the same TIE online)
 
 
 class StopRun(Exception):
@@ -277,10 +278,10 @@ class Tuner:
 
 def decide(times: dict[Config, float]) -> tuple[Config, float, float | None]:
     """The fastest configuration of ``times``, native where native is within TIE of it."""
-    best = min(times, key=lambda c: times[c])
+    cfgs = list(times)
     native = times.get(Config(NATIVE))
-    if native is not None and native <= times[best] * (1 + TIE):
-        best = Config(NATIVE)
+    prefer = cfgs.index(Config(NATIVE)) if native is not None else -1
+    best = cfgs[autotune.decide([times[c] for c in cfgs], prefer, TIE)]   # the online tuner's rule
     return best, times[best], native
 
 

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from lpmpi import autotune
 from lpmpi.tune.space import NATIVE, Config, Space
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -89,7 +90,7 @@ class FarFromBestPruner(optuna.pruners.BasePruner):
             best = study.best_value
         except ValueError:  # no complete trial yet
             return False
-        return trial.intermediate_values[step] > self.factor * best
+        return autotune.pruned(trial.intermediate_values[step], best, self.factor)   # the engine's rule
 
 
 def storage_for(url: str) -> optuna.storages.BaseStorage:

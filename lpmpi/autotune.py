@@ -1,0 +1,242 @@
+"""What the online tuner learned (``LPMPI_AUTOTUNE=1``, src/autotune.c), as tuning tables.
+
+:func:`report` gives the keys the tuner has seen as table documents, the format
+``lpmpi-tune`` writes (one document per process count, memory kind and node count), each row
+carrying, besides its choice and measured times, what the tuner saw: calls, calls to settle,
+exploration time, drift events.  ``LPMPI_AUTOTUNE_FILE=path`` writes them at exit (rank 0 of
+``MPI_COMM_WORLD``) and, at the next import, applies their rows over the loaded tables (so the
+next run starts from them); ``lpmpi-tune --merge path --into table.json`` folds them into a table.
+
+The file holds ``{"lpmpi_autotune": 1, "tables": [document, ...]}``.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from lpmpi import _core, _env, tables
+
+FILE_KEY = "lpmpi_autotune"
+FILE_VERSION = 1
+
+
+def state() -> list[dict[str, Any]]:
+    """Every key the online tuner has seen in this process (its candidates, their medians,
+    the choice and counters): the engine's own view (``lpmpi-info`` prints it)."""
+    return _core.autotune_state()
+
+
+def _row(k: Mapping[str, Any]) -> dict[str, Any] | None:
+    if k["choice"] is None:
+        return None
+    c = k["candidates"][k["choice"]]
+    native = k["candidates"][k["native"]]["seconds"] if k["native"] is not None else None
+    us = (lambda s: None if s is None else round(s * 1e6, 3))
+    row: dict[str, Any] = {"lo": tables._json_bound(k["lo"]), "hi": tables._json_bound(k["hi"]),
+                           "algorithm": c["algorithm"], "chunk_bytes": c["chunk_bytes"]}
+    if c["transport"] is not None:
+        row["transport"] = c["transport"]
+    row["measured"] = [{"nbytes": k["nbytes"], "time_us": us(c["seconds"]), "native_us": us(native)}]
+    row["autotune"] = {"calls": k["calls"], "settle_calls": k["settle_calls"], "settles": k["settles"],
+                       "explore_calls": k["explore_calls"], "explore_us": us(k["explore_seconds"]),
+                       "drifts_slower": k["drifts_slower"], "drifts_faster": k["drifts_faster"],
+                       "last_us": us(k["last_seconds"]),
+                       "candidates": [[d["algorithm"], d["chunk_bytes"], d["transport"], us(d["seconds"]),
+                                       d["samples"]] for d in k["candidates"]]}
+    return row
+
+
+def report(keys: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """What was learned, as tuning-table documents (one per process count, memory kind, node
+    count and acc_dtype kind), rows sorted by size; keys that never settled are left out.
+    Local: no communication (every rank of a communicator learned the same)."""
+    keys = state() if keys is None else keys
+    groups: dict[tuple[int, str, int, bool], list[dict[str, Any]]] = {}
+    for k in keys:
+        row = _row(k)
+        if row is not None:
+            groups.setdefault((k["nprocs"], k["memory"], k["nodes"], k["acc"]), []).append({**row,
+                                                                                     "collective": k["collective"]})
+    docs = []
+    library = tables.library_version_line()
+    for (P, memory, nodes, acc), rows in sorted(groups.items()):
+        fp = {"mpi_library": library, "nprocs": P, "ranks_per_node": max(1, P // max(1, nodes)),
+              "nodes": nodes, "memory": memory, "cpu_model": tables.cpu_model(), "cpu_count": os.cpu_count()}
+        if acc:
+            fp["acc_dtype"] = "float32"
+        colls: dict[str, list[dict[str, Any]]] = {}
+        for r in sorted(rows, key=lambda r: (r["collective"], float(r["lo"]))):
+            colls.setdefault(r.pop("collective"), []).append(r)
+        docs.append({tables.VERSION_KEY: tables.TABLE_VERSION, "fingerprint": fp,
+                     "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/autotune.c)"}, "collectives": colls})
+    return docs
+
+
+def write(path: str | os.PathLike[str], docs: Sequence[Mapping[str, Any]] | None = None) -> None:
+    """Write ``docs`` (default: :func:`report`) to ``path`` (atomically)."""
+    docs = report() if docs is None else docs
+    tables.write_table(path, {FILE_KEY: FILE_VERSION, "tables": list(docs)})
+
+
+def read(path: str | os.PathLike[str]) -> list[tables.Table]:
+    """The tables of an autotune file (raises :class:`lpmpi.tables.TableError` for a bad one)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise tables.TableError(f"{path}: cannot read ({exc})") from None
+    if not isinstance(doc, dict) or doc.get(FILE_KEY) != FILE_VERSION or not isinstance(doc.get("tables"), list):
+        raise tables.TableError(f"{path}: not an lpmpi autotune file ({FILE_KEY}: {FILE_VERSION} and tables)")
+    return [tables.parse_table(d, str(path)) for d in doc["tables"]]
+
+
+def overlay(base: Iterable[tables.Row], top: Iterable[tables.Row]) -> list[tables.Row]:
+    """``base``'s rows with ``top``'s laid over them: where a row of ``top`` covers a size, it
+    decides (the base rows cut around it), per collective; sorted by collective and size."""
+    out: list[tables.Row] = []
+    base, top = list(base), list(top)
+    for coll in dict.fromkeys([r.collective for r in base + top]):
+        rows = sorted((r for r in base if r.collective == coll), key=lambda r: r.lo)
+        for t in sorted((r for r in top if r.collective == coll), key=lambda r: r.lo):
+            cut = []
+            for r in rows:
+                if r.hi <= t.lo or r.lo >= t.hi:
+                    cut.append(r)
+                    continue
+                if r.lo < t.lo:
+                    cut.append(_span(r, r.lo, t.lo))
+                if r.hi > t.hi:
+                    cut.append(_span(r, t.hi, r.hi))
+            rows = sorted([*cut, t], key=lambda r: r.lo)
+        out += rows
+    return out
+
+
+def _span(r: tables.Row, lo: float, hi: float) -> tables.Row:
+    return tables.Row(r.collective, lo, hi, r.algorithm, r.chunk_bytes, r.measured, r.staging_buffers, r.transport)
+
+
+def merge(autotune_path: str, table_path: str, out_path: str) -> tuple[int, int]:
+    """``lpmpi-tune --merge``: fold the autotune file's rows for the table's process count,
+    memory kind, node count and acc kind into the table, written to ``out_path``.  Returns
+    (rows folded in, rows in the result).  The table's fingerprint and model are kept; its
+    ``tuner`` record says what was merged."""
+    base = tables.read_table(table_path)
+    with open(table_path, encoding="utf-8") as f:
+        doc = json.load(f)
+    top = [r for t in read(autotune_path)
+           if (t.nprocs, t.memory, t.nodes, t.acc) == (base.nprocs, base.memory, base.nodes, base.acc)
+           for r in t.rows]
+    rows = overlay(base.rows, top)
+    new = tables.table_document(doc["fingerprint"], rows, {**doc.get("tuner", {}),
+                                                         "merged_autotune": os.path.abspath(autotune_path)})
+    if "model" in doc:
+        new["model"] = doc["model"]
+    tables.write_table(out_path, new)
+    return len(top), len(rows)
+
+
+# ----------------------------------------------------------------------------- at import / exit
+_saved = False
+
+
+def _save_at_exit() -> None:
+    from mpi4py import MPI
+
+    global _saved
+    path = _env.settings.autotune_file
+    if _saved or not path:
+        return
+    _saved = True
+    try:
+        if MPI.COMM_WORLD.Get_rank() != 0:
+            return
+        docs = report()
+        if docs:
+            write(path, docs)
+    except Exception as exc:  # noqa: BLE001 - the program's exit must not fail for this
+        import sys
+
+        print(f"lpmpi: LPMPI_AUTOTUNE_FILE={path!r} not written: {exc}", file=sys.stderr)
+
+
+def warm_rows(st: tables.LoadStatus) -> list[tuple[tables.Table, tables.Row]]:
+    """The rows of LPMPI_AUTOTUNE_FILE (if set, on, and readable) for this MPI library, which
+    the loader applies over the tables (``LoadStatus.ignored`` says why a file was not)."""
+    s = _env.settings
+    if not (s.autotune and s.autotune_file and os.path.exists(s.autotune_file)):
+        return []
+    try:
+        found = read(s.autotune_file)
+    except tables.TableError as exc:
+        st.ignored.append((s.autotune_file, str(exc)))
+        return []
+    out = []
+    for t in found:
+        applies, _ = tables.compare_fingerprint(t.fingerprint, {"mpi_library": st.library})
+        if applies:
+            out += [(t, r) for r in t.rows]
+        else:
+            st.ignored.append((s.autotune_file, f"foreign: tuned with {t.fingerprint['mpi_library']!r}"))
+    return out
+
+
+def install() -> None:
+    """At import, before the tables load: LPMPI_AUTOTUNE_FILE's rows laid over them, and the
+    report written there at exit."""
+    tables._warm_rows = warm_rows
+    if _env.settings.autotune and _env.settings.autotune_file:
+        atexit.register(_save_at_exit)
+
+
+# ----------------------------------------------------------------------------- the shared core
+def median(times: Any) -> float:
+    """The statistic of every measurement, online and offline: the median (src/autotune.c)."""
+    return _core.tune_median(times)
+
+
+def pruned(t: float, best: float, factor: float) -> bool:
+    """A configuration whose time is ``t`` is dropped against ``best``: more than ``factor``x."""
+    return _core.tune_pruned(t, best, factor)
+
+
+def decide(times: Sequence[float], prefer: int = -1, tie: float = 0.0) -> int:
+    """The index of the fastest of ``times`` (NaN: none), ``prefer`` where within ``tie`` of it."""
+    return _core.tune_decide(list(times), prefer, tie)
+
+
+def describe(keys: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    """One line per key (``lpmpi-info``, ``explain``)."""
+    keys = state() if keys is None else keys
+    lines = []
+    for k in keys:
+        hi = "inf" if math.isinf(k["hi"]) else f"{k['hi']:g}"
+        head = f"{k['collective']} [{k['lo']:g}, {hi}) B P={k['nprocs']}"
+        lines.append(head + ": " + describe_key(k))
+    return lines
+
+
+def describe_key(k: Mapping[str, Any]) -> str:
+    """A key's online state in one line."""
+    us = (lambda s: "-" if s is None else f"{s * 1e6:.1f} us")
+    cands = ", ".join(f"{_label(c)} {us(c['seconds'])}" + ("" if c["alive"] or k["state"] == "settled" else " (dropped)")
+                      for c in k["candidates"])
+    if k["choice"] is not None:
+        c = k["candidates"][k["choice"]]
+        now = f"settled on {_label(c)} ({us(k['seconds'])}; last window {us(k['last_seconds'])})"
+        if k["state"] == "exploring":
+            now = "re-exploring (was " + now[len("settled on "):] + ")"
+    else:
+        now = "exploring"
+    return (f"{now} after {k['settle_calls']} calls; {k['calls']} calls, {k['explore_calls']} exploring "
+            f"({us(k['explore_seconds'])} in all), drifts {k['drifts_slower']} slower / {k['drifts_faster']} faster; "
+            f"candidates: {cands}")
+
+
+def _label(c: Mapping[str, Any]) -> str:
+    return (c["algorithm"] + (f"/{c['chunk_bytes']}" if c["chunk_bytes"] else "")
+            + (f"/{c['transport']}" if c["transport"] else ""))

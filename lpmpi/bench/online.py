@@ -1,0 +1,211 @@
+"""``lpmpi-bench --online``: the online tuner (``LPMPI_AUTOTUNE``) in a training loop.
+
+Per size, on a fresh communicator with the tuner on, ``--calls`` blocking calls of the
+collective in a row (as data-parallel training repeats its gradient buckets), each after a
+barrier and timed (the slowest rank's time); then the exhaustive grid (every algorithm x chunk x
+node-local transport, ``--compare-grid``'s), the static choice (the table's or the model's:
+``auto`` without the tuner) and MPI's own, measured side by side in the same run.  It reports
+the calls the key took to settle, the exploration's cost (the first 64 calls against 64 calls of
+the grid's best), and the settled time (the median of the last 32 calls) against the grid's best.
+
+With ``--busy``, a busy process (one spinning Python process per node, started by the node's
+lowest rank) joins after those calls; ``--calls`` more calls follow under the load, the grid is
+measured again under it, then the process leaves and ``--calls`` more calls follow: the choice
+under load against the grid under load (within 1.25x after 64 calls is the target), and back
+against the quiet grid after it left (1.10x).
+
+    mpiexec -n 2 lpmpi-bench --online --sizes 4K,64K,1M,64M [--busy] [--json out.json]
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from lpmpi import _core
+from lpmpi._units import format_bytes
+from lpmpi.bench import harness
+from lpmpi.bench.cases import AUTO, NATIVE, Case, Settings
+from lpmpi.bench.grid import TUNED, grid_cases
+from lpmpi.bench.rows import run_size
+from lpmpi.bench.verify import make_buffers, whole_blocks
+
+SETTLE_TARGET = 64      # calls
+SETTLED_TAIL = 32       # calls whose median is the settled time
+
+
+def _series(comm: MPI.Comm, call: Callable[[], Any], n: int) -> np.ndarray:
+    """n calls, each after a barrier, timed; the slowest rank's time of each (one reduction)."""
+    local = np.zeros(n)
+    clock = time.perf_counter
+    for i in range(n):
+        comm.Barrier()
+        t0 = clock()
+        call()
+        local[i] = clock() - t0
+    return harness.max_over_ranks(comm, local)
+
+
+def _busy(comm: MPI.Comm, on: bool, procs: list[subprocess.Popen]) -> None:
+    """Start (on) or stop the busy process of this rank's node (its lowest rank's)."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    lead = node.Get_rank() == 0
+    node.Free()
+    if on and lead:
+        procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+    elif not on:
+        for p in procs:
+            p.kill()
+            p.wait()
+        procs.clear()
+    comm.Barrier()
+    time.sleep(0.05 if on else 0.0)
+
+
+def _grid(comm: MPI.Comm, s: Settings, count: int) -> dict[str, Any]:
+    """The grid's best, the static choice (table or model) and MPI's own, side by side."""
+    nbytes = whole_blocks(s.collective, count, comm.Get_size()) * s.dtype.itemsize
+    from lpmpi.bench.nodes import node_transports
+
+    cases = [c for c in grid_cases(s.collective, nbytes, comm.Get_size(), "host", node_transports(comm))
+             if c.label != TUNED]
+    rows = run_size(comm, s, count, cases)
+    timed = [r for r in rows if r.time_us and r.label != AUTO and not r.error]
+    best = min(timed, key=lambda r: r.time_us or math.inf)
+    by = {r.label: r for r in rows}
+    return {"best": best.label, "best_us": best.time_us, "grid_size": len(timed),
+            "static_us": by[AUTO].time_us, "static": f"{by[AUTO].selected_algorithm}",
+            "native_us": by[NATIVE].time_us if NATIVE in by else None}
+
+
+def _phase(times: np.ndarray) -> dict[str, Any]:
+    tail = times[-SETTLED_TAIL:]
+    return {"calls": int(times.size), "median_us": float(np.median(times) * 1e6),
+            "tail_median_us": float(np.median(tail) * 1e6), "series_us": [round(t * 1e6, 3) for t in times]}
+
+
+def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, busy: bool,
+               out: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The training-loop benchmark of the online tuner (module doc); rows per size."""
+    rows: list[dict[str, Any]] = []
+    procs: list[subprocess.Popen] = []
+    from lpmpi import tables
+
+    st = tables.status()
+    applies = bool(st.tables_for(comm.Get_size()))
+    out(f"# online tuner: {s.collective}, {ncalls} calls per phase; tables: {st.source}"
+        f"{'' if applies else ' (none applies at this P: the cost model is the start)'}")
+    out(f"{'size':>9} {'settle':>6} {'explore':>8} {'settled_us':>11} {'grid_best':<16} {'best_us':>10} "
+        f"{'ratio':>6} {'static_us':>10} {'native_us':>10}  choice")
+    prev = _core.set_autotune(True)
+    try:
+        for count in counts:
+            count = whole_blocks(s.collective, count, comm.Get_size())
+            nbytes = count * s.dtype.itemsize
+            tuned = comm.Dup()           # a fresh context: the tuner's keys start empty
+            bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, comm.Get_rank(), s.root,
+                                comm.Get_size())
+            from lpmpi.bench.cases import make_call
+
+            call = make_call(Case(AUTO, AUTO), s.collective, bufs, s.op, s.root, tuned)
+            quiet = _series(comm, call, ncalls)
+            _core.set_autotune(False)    # the grid: explicit configurations and the static auto
+            grid = _grid(comm, s, count)
+            _core.set_autotune(True)
+            kb = _core.call_decision(s.collective, bufs.send, bufs.recv, s.op, s.root, tuned)["key"][2]
+            key = _core.autotune_key(s.collective, kb, tuned)
+            row: dict[str, Any] = {"collective": s.collective, "nbytes": nbytes, "quiet": _phase(quiet),
+                                   "grid": grid, "key": key}
+            best = grid["best_us"] * 1e-6
+            first = quiet[:SETTLE_TARGET]
+            row["explore_cost"] = float(first.sum() / (first.size * best) - 1) if best else None
+            row["settled_ratio"] = row["quiet"]["tail_median_us"] / grid["best_us"] if grid["best_us"] else None
+            choice = _choice(key)
+            out(f"{format_bytes(nbytes):>9} {key['settle_calls'] if key else '-':>6} "
+                f"{_pct(row['explore_cost']):>8} {row['quiet']['tail_median_us']:11.1f} {grid['best']:<16} "
+                f"{grid['best_us']:10.1f} {row['settled_ratio']:6.2f} {grid['static_us'] or math.nan:10.1f} "
+                f"{grid['native_us'] or math.nan:10.1f}  {choice}")
+            if busy:
+                _busy(comm, True, procs)
+                loaded = _series(comm, call, ncalls)
+                _core.set_autotune(False)
+                grid_l = _grid(comm, s, count)
+                _core.set_autotune(True)
+                _busy(comm, False, procs)
+                after = _series(comm, call, ncalls)
+                key2 = _core.autotune_key(s.collective, kb, tuned)
+                row.update(loaded=_phase(loaded), grid_loaded=grid_l, after=_phase(after), key_after=key2,
+                           loaded_ratio=row_ratio(loaded, grid_l["best_us"]),
+                           after_ratio=row_ratio(after, grid["best_us"]))
+                out(f"{'':>9} busy: calls {ncalls - SETTLED_TAIL + 1}-{ncalls} under load "
+                    f"{row['loaded']['tail_median_us']:.1f} us vs grid best under load {grid_l['best']} "
+                    f"{grid_l['best_us']:.1f} us ({row['loaded_ratio']:.2f}x); after it left "
+                    f"{row['after']['tail_median_us']:.1f} us ({row['after_ratio']:.2f}x the quiet best); "
+                    f"drifts {key2['drifts_slower'] if key2 else '-'} slower / "
+                    f"{key2['drifts_faster'] if key2 else '-'} faster; now {_choice(key2)}")
+            tuned.Free()
+            rows.append(row)
+    finally:
+        _busy(comm, False, procs)
+        _core.set_autotune(prev)
+    ratios = [r["settled_ratio"] for r in rows if r["settled_ratio"]]
+    costs = [r["explore_cost"] for r in rows if r["explore_cost"] is not None]
+    summary = {"worst_settled_ratio": max(ratios, default=None), "worst_explore_cost": max(costs, default=None),
+               "settle_calls": [r["key"]["settle_calls"] if r["key"] else None for r in rows]}
+    out(f"# worst settled/grid-best {summary['worst_settled_ratio'] or math.nan:.2f}x (target <= 1.10), "
+        f"worst exploration cost {_pct(summary['worst_explore_cost'])} of the first {SETTLE_TARGET} calls "
+        f"at the grid's best (target <= 20%)")
+    return rows, summary
+
+
+def row_ratio(times: np.ndarray, best_us: float | None) -> float | None:
+    return float(np.median(times[-SETTLED_TAIL:]) * 1e6 / best_us) if best_us else None
+
+
+def _choice(key: dict[str, Any] | None) -> str:
+    if not key or key["choice"] is None:
+        return "-"
+    c = key["candidates"][key["choice"]]
+    return (c["algorithm"] + (f"/{format_bytes(c['chunk_bytes'])}" if c["chunk_bytes"] else "")
+            + (f"@{c['transport']}" if c["transport"] else "") + f" [{key['state']}]")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.0f}%"
+
+
+def plot(rows: Sequence[dict[str, Any]], path: str) -> str | None:
+    """Per-call time over the run, one panel per size (matplotlib, when installed)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install 'lpmpi[examples]'): no plot"
+    fig, axes = plt.subplots(len(rows), 1, figsize=(9, 2.6 * len(rows)), squeeze=False)
+    for ax, r in zip(axes[:, 0], rows):
+        series = r["quiet"]["series_us"] + r.get("loaded", {}).get("series_us", []) + r.get("after", {}).get("series_us", [])
+        ax.plot(range(1, len(series) + 1), series, lw=0.8, label="auto + LPMPI_AUTOTUNE (per call)")
+        ax.axhline(r["grid"]["best_us"], color="g", ls="--", lw=0.8, label=f"grid best {r['grid']['best']}")
+        if r["grid"]["static_us"]:
+            ax.axhline(r["grid"]["static_us"], color="r", ls=":", lw=0.8, label="static auto (table/model)")
+        if "grid_loaded" in r:
+            n = r["quiet"]["calls"]
+            ax.hlines(r["grid_loaded"]["best_us"], n, n + r["loaded"]["calls"], color="m", ls="--", lw=0.8,
+                      label="grid best under load")
+        ax.set_yscale("log")
+        ax.set_title(f"{r['collective']} {format_bytes(r['nbytes'])}: MEASURED", fontsize=9)
+        ax.set_ylabel("us")
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("call")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return None
+

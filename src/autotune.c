@@ -1,0 +1,475 @@
+/* autotune.c: "auto" that tunes itself while the program runs (LPMPI_AUTOTUNE=1), and the one
+ * measurement-and-decision core the offline tuner (lpmpi.tune, through lpmpi.bench's harness)
+ * shares with it: a configuration's time is the median over calls of the slowest rank's time
+ * (lp_tune_median), a configuration is pruned when that is more than a factor slower than the
+ * best so far (lp_tune_pruned), and the choice is the fastest, the preferred one (MPI's own)
+ * where it is within a tie (lp_tune_decide).
+ *
+ * Online, per key (communicator, collective, size class, memory kind, acc_dtype, nodes; blocking
+ * calls), the blocking calls of "auto":
+ *
+ *   explore   a few candidates (the static decision: table row or model; MPI's own; the model's
+ *             next best algorithms; the static choice's chunk x2 and /2 and its other node-local
+ *             transports) in rounds of interleaved calls (A B C A B C ...).  After each round
+ *             every rank has the same numbers: the per-call times of the round, reduced with
+ *             one MPI_MAX (an MPI_Iallreduce on a private duplicate of the communicator, issued
+ *             right after the round's last call, waited for at the key's next call); the
+ *             candidates slower than the best by the round's factor (2, 1.5, 1.2) are dropped;
+ *             after the third round the choice is lp_tune_decide's.
+ *   settled   the choice runs; its per-call times are agreed the same way once per window
+ *             (window: about 100 us of calls, 8..64), the reduction waited for one window
+ *             later (off the critical path).  The first settled window's median is the
+ *             reference (exploring calls switch plans from call to call: their times are no
+ *             reference for a choice that runs alone); a window whose median is more than
+ *             DRIFT slower or faster than it, twice in a row, re-explores: the previous
+ *             winners, MPI's own and the static choice.
+ *
+ * Every rank takes the same decision at the same call of a key: the call counts are equal on
+ * every rank (MPI orders collectives per communicator), and every decision reads only the
+ * reduced numbers.  A candidate that failed on any rank (its time is FAILED after the MAX) is
+ * never tried again.  Nonblocking and persistent calls take the key's settled choice (their
+ * time includes the program's overlap: not a measure of the collective), else the static one. */
+#include "engine.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int lp_autotune;                           /* LPMPI_AUTOTUNE */
+
+/* ------------------------------------------------------------------ the shared core */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double lp_tune_median(const double *x, size_t n) {
+    if (!n) return NAN;
+    double stack[64], *v = n <= 64 ? stack : malloc(n * sizeof *v);
+    if (!v) return NAN;
+    memcpy(v, x, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_double);
+    double m = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    if (v != stack) free(v);
+    return m;
+}
+
+int lp_tune_pruned(double t, double best, double factor) { return t > best * factor; }
+
+int lp_tune_decide(const double *t, int n, int prefer, double tie) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(t[i]) && (best < 0 || t[i] < t[best])) best = i;
+    if (best >= 0 && prefer >= 0 && prefer < n && !isnan(t[prefer]) && t[prefer] <= t[best] * (1 + tie))
+        best = prefer;
+    return best;
+}
+
+/* ------------------------------------------------------------------ online */
+#define AT_MAXC LP_AT_MAXC
+#define AT_WIN 64          /* calls per window at most */
+#define AT_KEEP 16         /* samples kept per candidate */
+#define MISSING 1e200      /* a slot with no time (dropped after the MAX) */
+#define FAILED 1e300       /* a call that failed on some rank */
+static const double round_factor[] = {3.0, 1.5, 1.2};   /* drop past this x the best, per round (the
+                                                          first: one call each, first uses included) */
+static const int round_reps[] = {1, 2, 4};               /* calls per candidate, per round */
+#define NROUNDS 3
+#define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
+#define DRIFT_WINDOWS 2     /* in a row: re-explore */
+#define TIE 0.03            /* within this of MPI's own: MPI's own (lpmpi.tune's TIE) */
+
+enum { AT_EXPLORE = 0, AT_SETTLED = 1 };
+
+typedef struct lp_at_key {
+    struct lp_at_key *next;   /* every key of the process (the report) */
+    struct lp_at_key *ctx_next;    /* its communicator's keys */
+    lp_ctx_t *ctx;            /* NULL once its communicator is freed */
+    lp_at_info_t info;        /* what the report shows (the key, the state, counters) */
+    double ts[AT_MAXC][AT_KEEP];   /* agreed times per candidate (the last AT_KEEP) */
+    int nts[AT_MAXC];
+    int failed[AT_MAXC];
+    int prev[AT_MAXC], nprev;      /* earlier winners (re-exploration tries them first) */
+    /* the window: slots in call order, each a candidate and this rank's time */
+    int wlen, wn, wc[AT_WIN];
+    double wt[AT_WIN];
+    /* the reduction of the last window, in flight */
+    double snd[AT_WIN], rcv[AT_WIN];
+    int rc_[AT_WIN], nred, pending;
+    long apply_at;            /* the key's call count at which it is waited for and applied */
+    MPI_Request q;
+    int round, hi, lo;
+    double ref;               /* settled: the reference time */
+} lp_at_key_t;
+
+static pthread_mutex_t klock = PTHREAD_MUTEX_INITIALIZER;
+static lp_at_key_t *keys;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the size class of a key's bytes: [2^k, 1.5 2^k) and [1.5 2^k, 2^(k+1)) */
+static int size_class(size_t b, double *lo, double *hi) {
+    int k = 0;
+    while (k < 62 && ((size_t)1 << (k + 1)) <= b) k++;
+    double base = ldexp(1.0, k), mid = 1.5 * base;
+    int upper = b > 0 && (double)b >= mid;
+    if (lo) *lo = b == 0 ? 0 : upper ? mid : base;
+    if (hi) *hi = b == 0 ? 1 : upper ? 2 * base : mid;
+    return b == 0 ? -1 : 2 * k + upper;
+}
+
+static int same_cand(const lp_at_cand_t *a, const lp_at_cand_t *b) {
+    return a->alg == b->alg && a->chunk == b->chunk && a->transport == b->transport;
+}
+
+/* the transport a candidate effectively runs (LP_TP_*; 0 where the algorithm has none here) */
+static int eff_transport(const lp_ctx_t *ctx, int alg, size_t nbytes, int tp) {
+    const lp_algo_t *A = &lp_algos[alg];
+    int shm = ctx->shm != NULL && A->shm, cma = ctx->pids != NULL && A->cma;
+    if (!shm && !cma) return 0;
+    static const int of_ring[] = {LP_TP_MPI, LP_TP_SHM, LP_TP_CMA};
+    return of_ring[lp_ring_transport(shm, cma, nbytes, tp)];
+}
+
+static void add_cand(lp_at_key_t *k, const lp_ctx_t *ctx, int alg, size_t chunk, int tp) {
+    lp_at_info_t *I = &k->info;
+    if (I->ncand >= AT_MAXC || alg < 0 || alg >= lp_nalgos || (int)lp_algos[alg].coll != I->coll) return;
+    lp_at_cand_t c = {.alg = alg, .chunk = lp_algos[alg].chunked ? chunk : 0,
+                      .transport = eff_transport(ctx, alg, (size_t)I->nbytes, tp)};
+    if (c.chunk > lp_max_msg_bytes) c.chunk = lp_max_msg_bytes;
+    if (lp_algos[alg].chunked && c.chunk < 64) return;
+    for (int i = 0; i < I->ncand; i++)
+        if (same_cand(&I->cand[i], &c)) return;
+    I->cand[I->ncand++] = c;
+}
+
+static int native_alg(lp_coll_t coll) {
+    for (int i = 0; i < lp_nalgos; i++)
+        if (lp_algos[i].coll == coll && lp_algos[i].sched == &lp_sched_native) return i;
+    return -1;
+}
+
+/* the candidates, the same on every rank: they read only the key, the static decision (the
+ * table or model every rank of ctx shares) and the communicator's transports */
+static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *base) {
+    lp_at_info_t *I = &k->info;
+    const lp_model_t *m = ctx->tables < 0 ? &ctx->model : &lp_model;
+    const size_t nb = (size_t)I->nbytes;
+    I->ncand = 0;
+    add_cand(k, ctx, base->alg, base->chunk, base->transport);             /* the static choice */
+    add_cand(k, ctx, native_alg(I->coll), 0, 0);                           /* MPI's own */
+    int order[64], n = 0;                                                  /* the model's ranking */
+    double t[64];
+    for (int i = 0; i < lp_nalgos && n < 64; i++) {
+        if ((int)lp_algos[i].coll != I->coll) continue;
+        t[n] = lp_predict_with(m, i, I->P, I->nodes, (double)nb,
+                               (double)lp_best_chunk_with(m, i, I->P, I->nodes, nb));
+        order[n++] = i;
+    }
+    for (int a = 1; a < n; a++)                                           /* insertion sort: stable */
+        for (int b = a; b > 0 && t[b] < t[b - 1]; b--) {
+            double x = t[b]; t[b] = t[b - 1]; t[b - 1] = x;
+            int y = order[b]; order[b] = order[b - 1]; order[b - 1] = y;
+        }
+    for (int i = 0, added = 0; i < n && added < 2; i++) {
+        int before = I->ncand;
+        add_cand(k, ctx, order[i], lp_best_chunk_with(m, order[i], I->P, I->nodes, nb), LP_TP_MODEL);
+        added += I->ncand > before;
+    }
+    if (lp_algos[base->alg].chunked) {                                     /* the chunk's neighbours */
+        add_cand(k, ctx, base->alg, base->chunk * 2, base->transport);
+        add_cand(k, ctx, base->alg, base->chunk / 2, base->transport);
+    }
+    for (int tp = LP_TP_MPI; tp < LP_NTP; tp++)                            /* its other transports */
+        add_cand(k, ctx, base->alg, base->chunk, tp);
+    I->native = -1;
+    for (int i = 0; i < I->ncand; i++)
+        if (lp_algos[I->cand[i].alg].sched == &lp_sched_native) I->native = i;
+}
+
+static lp_at_key_t *key_find(lp_ctx_t *ctx, const lp_key_t *kk) {
+    int cls = size_class(kk->nbytes, NULL, NULL);
+    for (lp_at_key_t *k = ctx->at_keys; k; k = k->ctx_next)
+        if (k->info.coll == (int)kk->coll && k->info.cls == cls && k->info.mem == (int)kk->mem &&
+            k->info.acc == kk->acc)
+            return k;
+    return NULL;
+}
+
+static void window_start(lp_at_key_t *k) {
+    lp_at_info_t *I = &k->info;
+    k->wn = 0;
+    if (I->state == AT_SETTLED) {
+        /* about 100 us of calls, 8..64: the reduction's cost hidden in many calls when small */
+        double t = I->last_seconds > 0 ? I->last_seconds : I->seconds > 0 ? I->seconds : 1e-5;
+        int w = (int)ceil(100e-6 / t);
+        k->wlen = w < 8 ? 8 : w > AT_WIN ? AT_WIN : w;
+        for (int i = 0; i < k->wlen; i++) k->wc[i] = I->choice;
+        return;
+    }
+    int alive[AT_MAXC], na = 0;
+    for (int i = 0; i < I->ncand; i++)
+        if (I->alive[i]) alive[na++] = i;
+    int reps = round_reps[k->round];
+    k->wlen = 0;
+    for (int r = 0; r < reps; r++)                                   /* interleaved, rotated */
+        for (int j = 0; j < na && k->wlen < AT_WIN; j++) k->wc[k->wlen++] = alive[(j + r) % na];
+}
+
+static void explore(lp_at_key_t *k, int first) {
+    lp_at_info_t *I = &k->info;
+    I->state = AT_EXPLORE;
+    k->round = 0;
+    for (int i = 0; i < I->ncand; i++) {
+        I->alive[i] = !k->failed[i];
+        k->nts[i] = 0;
+        I->median[i] = NAN;
+    }
+    if (!first) {          /* re-exploring: the previous winners and MPI's own first, then the rest */
+        int keep[AT_MAXC] = {0}, nk = 0;
+        for (int j = k->nprev - 1; j >= 0 && nk < 4; j--) if (!keep[k->prev[j]]) { keep[k->prev[j]] = 1; nk++; }
+        if (I->native >= 0) keep[I->native] = 1;
+        keep[0] = 1;       /* the static choice */
+        for (int i = 0; i < I->ncand; i++) I->alive[i] = I->alive[i] && keep[i];
+    }
+    window_start(k);
+}
+
+static void settle(lp_at_key_t *k, int choice) {
+    lp_at_info_t *I = &k->info;
+    I->state = AT_SETTLED;
+    I->choice = choice;
+    I->seconds = I->median[choice];
+    k->ref = NAN;           /* the first settled window's median: exploring calls switch plans */
+    I->last_seconds = NAN;
+    k->hi = k->lo = 0;
+    I->settles++;
+    if (I->settles == 1) I->settle_calls = I->calls;
+    if (k->nprev == 0 || k->prev[k->nprev - 1] != choice) {
+        if (k->nprev == AT_MAXC) memmove(k->prev, k->prev + 1, (AT_MAXC - 1) * sizeof *k->prev);
+        else k->nprev++;
+        k->prev[k->nprev - 1] = choice;
+    }
+    I->gen++;
+    window_start(k);
+}
+
+/* the reduced times of the last window: every rank computes the same from them */
+static void apply(lp_at_key_t *k) {
+    lp_at_info_t *I = &k->info;
+    double win[AT_WIN];
+    int nw = 0, added = 0;
+    for (int s = 0; s < k->nred; s++) {
+        int c = k->rc_[s];
+        double t = k->rcv[s];
+        if (t >= FAILED * 0.5) {                      /* failed somewhere: never again */
+            k->failed[c] = 1;
+            I->alive[c] = 0;
+            continue;
+        }
+        if (t >= MISSING * 0.5) continue;
+        if (I->state == AT_EXPLORE) {
+            I->explore_seconds += t;
+            int n = k->nts[c] < AT_KEEP ? k->nts[c]++ : (memmove(k->ts[c], k->ts[c] + 1, (AT_KEEP - 1) *
+                                                                 sizeof(double)), AT_KEEP - 1);
+            k->ts[c][n] = t;
+            I->samples[c]++;
+            added++;
+        } else if (c == I->choice) {
+            win[nw++] = t;
+        }
+    }
+    k->nred = 0;
+    if (I->state == AT_EXPLORE && !added) return;    /* nothing measured: the round goes on */
+    if (I->state == AT_EXPLORE) {
+        double best = INFINITY;
+        for (int i = 0; i < I->ncand; i++) {
+            I->median[i] = k->nts[i] ? lp_tune_median(k->ts[i], (size_t)k->nts[i]) : NAN;
+            if (I->alive[i] && k->nts[i] && I->median[i] < best) best = I->median[i];
+        }
+        int na = 0;
+        for (int i = 0; i < I->ncand; i++) {
+            if (I->alive[i] && k->nts[i] && lp_tune_pruned(I->median[i], best, round_factor[k->round]))
+                I->alive[i] = 0;
+            na += I->alive[i];
+        }
+        if (++k->round >= NROUNDS || na <= 1) {
+            double t[AT_MAXC];
+            for (int i = 0; i < I->ncand; i++) t[i] = I->alive[i] && k->nts[i] ? I->median[i] : NAN;
+            int c = lp_tune_decide(t, I->ncand, I->native, TIE);
+            if (c < 0) {                                  /* every candidate failed: the static one */
+                c = 0;
+                I->median[0] = NAN;
+            }
+            settle(k, c);
+            return;
+        }
+        window_start(k);
+        return;
+    }
+    if (!nw) return;
+    double m = lp_tune_median(win, (size_t)nw);
+    I->last_seconds = m;
+    if (isnan(k->ref)) {
+        k->ref = m;
+        return;
+    }
+    k->hi = m > k->ref * DRIFT ? k->hi + 1 : 0;
+    k->lo = m * DRIFT < k->ref ? k->lo + 1 : 0;
+    if (k->hi >= DRIFT_WINDOWS || k->lo >= DRIFT_WINDOWS) {
+        if (k->hi) I->drifts_slower++;
+        else I->drifts_faster++;
+        explore(k, 0);
+    }
+}
+
+/* wait for the reduction in flight (LPMPI_TIMEOUT covers it) and apply it */
+static int finish(lp_ctx_t *ctx, lp_at_key_t *k) {
+    if (!k->pending) return LP_OK;
+    int rc = lp_mpi_wait_timed(&k->q, "LPMPI_AUTOTUNE's agreement on measured times (MPI_Iallreduce)",
+                               ctx->size);
+    k->pending = 0;
+    if (rc != LP_OK) return rc;
+    apply(k);
+    return LP_OK;
+}
+
+/* the window is full: its times to every rank (one MAX), waited for later */
+static int issue(lp_ctx_t *ctx, lp_at_key_t *k) {
+    for (int s = 0; s < k->wn; s++) {
+        k->snd[s] = k->wt[s];
+        k->rc_[s] = k->wc[s];
+    }
+    k->nred = k->wn;
+    int mrc = MPI_Iallreduce(k->snd, k->rcv, k->wn, MPI_DOUBLE, MPI_MAX, ctx->tcomm, &k->q);
+    if (mrc != MPI_SUCCESS) return LP_FAIL(LP_ERR_MPI, "LPMPI_AUTOTUNE: MPI_Iallreduce failed (%d)", mrc);
+    k->pending = 1;
+    /* exploring: applied at the key's next call; settled: a window later (off the critical path) */
+    k->apply_at = k->info.calls + (k->info.state == AT_EXPLORE ? 0 : k->wlen);
+    return LP_OK;
+}
+
+int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int kind, lp_choice_t *ch, lp_at_slot_t *slot) {
+    slot->key = NULL;
+    if (!lp_autotune || ctx->tcomm == MPI_COMM_NULL || ctx->size < 2 || kk->mem != LP_MEM_HOST ||
+        (ch->source != LP_SRC_TABLE && ch->source != LP_SRC_MODEL) || ch->transport_source == LP_SRC_OVERRIDE)
+        return LP_OK;
+    lp_at_key_t *k = key_find(ctx, kk);
+    if (kind != LP_REQ_BLOCKING) {                   /* the settled choice, not measured */
+        if (k && k->info.settles) {
+            const lp_at_cand_t *c = &k->info.cand[k->info.choice];
+            ch->alg = c->alg;
+            ch->chunk = c->chunk;
+            ch->transport = c->transport;
+            ch->source = ch->transport_source = LP_SRC_AUTOTUNE;
+        }
+        return LP_OK;
+    }
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k) return LP_FAIL(LP_ERR_NOMEM, "out of memory for LPMPI_AUTOTUNE's state");
+        lp_at_info_t *I = &k->info;
+        I->coll = kk->coll;
+        I->cls = size_class(kk->nbytes, &I->lo, &I->hi);
+        I->mem = (int)kk->mem;
+        I->acc = kk->acc;
+        I->P = kk->P;
+        I->nodes = kk->nodes;
+        I->nbytes = (double)kk->nbytes;
+        I->seconds = NAN;
+        I->last_seconds = NAN;
+        k->ctx = ctx;
+        candidates(k, ctx, ch);
+        explore(k, 1);
+        k->ctx_next = ctx->at_keys;
+        ctx->at_keys = k;
+        pthread_mutex_lock(&klock);
+        k->next = keys;
+        keys = k;
+        pthread_mutex_unlock(&klock);
+    }
+    lp_at_info_t *I = &k->info;
+    if (k->pending && I->calls >= k->apply_at) { int rc_ = finish(ctx, k); if (rc_ != LP_OK) return rc_; }
+    if (k->wn >= k->wlen) window_start(k);           /* (settled: the next window) */
+    int c = k->wc[k->wn];
+    const lp_at_cand_t *cd = &I->cand[c];
+    ch->alg = cd->alg;
+    ch->chunk = cd->chunk;
+    ch->transport = cd->transport;
+    ch->source = ch->transport_source = LP_SRC_AUTOTUNE;
+    slot->key = k;
+    slot->index = k->wn++;
+    slot->t0 = now_s();
+    I->calls++;
+    if (I->state == AT_EXPLORE) I->explore_calls++;
+    return LP_OK;
+}
+
+int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran) {
+    lp_at_key_t *k = slot->key;
+    if (!k) return LP_OK;
+    slot->key = NULL;
+    k->wt[slot->index] = ran > 0 ? now_s() - slot->t0 : ran == 0 ? FAILED : MISSING;
+    if (k->wn < k->wlen) return LP_OK;
+    if (k->pending) {                               /* the window before (settled: one window's lag) */
+        int rc = finish(ctx, k);
+        if (rc != LP_OK) return rc;
+        if (k->wn < k->wlen) return LP_OK;          /* it changed the state: a new window began */
+    }
+    return issue(ctx, k);
+}
+
+/* the communicator is going: its reductions completed, its keys kept for the report */
+void lp_autotune_detach(lp_ctx_t *ctx) {
+    for (lp_at_key_t *k = ctx->at_keys; k; k = k->ctx_next) {
+        if (k->pending) {
+            MPI_Wait(&k->q, MPI_STATUS_IGNORE);
+            k->pending = 0;
+        }
+        pthread_mutex_lock(&klock);
+        k->ctx = NULL;
+        pthread_mutex_unlock(&klock);
+    }
+    ctx->at_keys = NULL;
+    if (ctx->tcomm != MPI_COMM_NULL) MPI_Comm_free(&ctx->tcomm);
+}
+
+int lp_autotune_open(lp_ctx_t *ctx) {
+    if (!lp_autotune || ctx->size < 2 || ctx->tcomm != MPI_COMM_NULL) return LP_OK;
+    int mrc = MPI_Comm_dup(ctx->comm, &ctx->tcomm);
+    if (mrc != MPI_SUCCESS) return LP_FAIL(LP_ERR_MPI, "LPMPI_AUTOTUNE: MPI_Comm_dup failed (%d)", mrc);
+    return LP_OK;
+}
+
+int lp_autotune_set(int on) {
+    int prev = lp_autotune;
+    lp_autotune = on != 0;
+    return prev;
+}
+
+int lp_autotune_report(lp_at_info_t *out, int max) {
+    int n = 0;
+    pthread_mutex_lock(&klock);
+    for (lp_at_key_t *k = keys; k; k = k->next) {
+        if (n < max) {
+            out[n] = k->info;
+            out[n].comm_live = k->ctx != NULL;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&klock);
+    return n;
+}
+
+int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *kk, lp_at_info_t *out) {
+    lp_at_key_t *k = ctx ? key_find(ctx, kk) : NULL;
+    if (!k) return 0;
+    *out = k->info;
+    out->comm_live = 1;
+    return 1;
+}

@@ -1,0 +1,231 @@
+#!/usr/bin/env python
+"""The online tuner (LPMPI_AUTOTUNE=1, src/autotune.c) under mpiexec: run with LPMPI_AUTOTUNE=1
+and LPMPI_CHECK=1 (every call's whole decision is compared between the ranks by the engine
+itself, so a rank that chose differently raises MismatchError).
+
+    LPMPI_AUTOTUNE=1 LPMPI_CHECK=1 mpiexec -n P python tests/autotune_cases.py SCENARIO [--out F]
+
+Scenarios (each prints ``FAIL rank=R case=...`` lines and a ``SUMMARY`` line on rank 0):
+
+- ``noise``: blocking allreduce / reduce_scatter / bcast / alltoall at several sizes, rank 1
+  sleeping a random 0-300 us before some calls (noise on one rank only); every result checked
+  against numpy; after the run every rank's tuner state (candidates, medians, choice, counters)
+  compared with rank 0's; every key first settled within 64 calls.
+- ``forms``: after settling, nonblocking and persistent calls of the same keys (they take the
+  settled choice) give correct results.
+- ``drift``: a settled key whose calls become much slower (rank 1 sleeps 3 ms before each call)
+  re-explores; then faster again, re-explores again.
+- ``save``: the report as tuning tables (``lpmpi.autotune_report()``), written to --out by rank 0
+  (LPMPI_AUTOTUNE_FILE does it at exit as well).
+"""
+# ruff: noqa: BLE001
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+
+import numpy as np
+from mpi4py import MPI
+
+WORLD = MPI.COMM_WORLD
+RANK, SIZE = WORLD.Get_rank(), WORLD.Get_size()
+FAILS = []
+
+
+def say(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def fail(case, msg):
+    FAILS.append(case)
+    say(f"FAIL rank={RANK} case={case}: {msg}")
+
+
+try:
+    import lpmpi
+    from lpmpi import _core, autotune, tables
+except Exception:
+    say(f"FAIL rank={RANK} case=import lpmpi: {traceback.format_exc()}")
+    sys.exit(2)
+
+SIZES = (8, 4096, 65536, 1 << 20)
+
+
+def noisy(rng, p):
+    if RANK == 1 and rng.random() < p:
+        time.sleep(rng.random() * 300e-6)
+
+
+def calls(comm, rng, n, noise):
+    """n blocking calls of each collective and size, interleaved as a training loop makes them."""
+    P = comm.Get_size()
+    for i in range(n):
+        for nbytes in SIZES:
+            count = max(P, nbytes // 4)
+            x = (np.arange(count, dtype=np.float32) % 7) + RANK + i
+            noisy(rng, noise)
+            case = f"allreduce n={nbytes} i={i}"
+            try:
+                y = lpmpi.allreduce(x, comm=comm)
+                want = sum((np.arange(count, dtype=np.float32) % 7) + r + i for r in range(P))
+                if not np.array_equal(y, want):
+                    fail(case, "wrong result")
+            except Exception:
+                fail(case, traceback.format_exc(limit=3))
+            case = f"bcast n={nbytes} i={i}"
+            try:
+                b = x.copy() if RANK == 0 else np.zeros(count, np.float32)
+                lpmpi.bcast(b, root=0, comm=comm)
+                want = (np.arange(count, dtype=np.float32) % 7) + 0 + i
+                if not np.array_equal(b, want):
+                    fail(case, "wrong result")
+            except Exception:
+                fail(case, traceback.format_exc(limit=3))
+            blocks = max(1, count // P)
+            case = f"reduce_scatter n={nbytes} i={i}"
+            try:
+                z = lpmpi.reduce_scatter(x[: blocks * P], comm=comm)
+                full = sum((np.arange(blocks * P, dtype=np.float32) % 7) + r + i for r in range(P))
+                if not np.array_equal(z, full[RANK * blocks:(RANK + 1) * blocks]):
+                    fail(case, "wrong result")
+            except Exception:
+                fail(case, traceback.format_exc(limit=3))
+            case = f"alltoall n={nbytes} i={i}"
+            try:
+                a = np.repeat(np.arange(P, dtype=np.float32) * 10 + RANK + i, blocks)
+                t = lpmpi.alltoall(a, comm=comm)
+                want = np.repeat(np.arange(P, dtype=np.float32) + RANK * 10 + i, blocks)
+                if not np.array_equal(t, want):
+                    fail(case, "wrong result")
+            except Exception:
+                fail(case, traceback.format_exc(limit=3))
+
+
+def canon(keys):
+    return sorted((k["collective"], k["lo"], k["state"], k["choice"], k["calls"], k["settle_calls"],
+                   k["settles"], tuple((c["algorithm"], c["chunk_bytes"], c["transport"], c["seconds"],
+                                        c["samples"], c["alive"]) for c in k["candidates"]))
+                  for k in keys)
+
+
+def same_everywhere(comm, what):
+    mine = canon(autotune.state())
+    allst = comm.allgather(mine)
+    for r, st in enumerate(allst):
+        if st != allst[0]:
+            fail(f"{what} state", f"rank {r}'s tuner state differs from rank 0's:\n{st}\n{allst[0]}")
+    return mine
+
+
+def scenario_noise(comm, rng):
+    calls(comm, rng, 80, noise=0.5)
+    keys = autotune.state()
+    if not keys:
+        fail("noise", "the tuner saw no key (is LPMPI_AUTOTUNE=1 set?)")
+    for k in keys:
+        if k["settles"] < 1 or k["settle_calls"] > 64:     # (the noise may make it re-explore since)
+            fail("noise settle", f"{k['collective']} {k['nbytes']} B: first settled after "
+                 f"{k['settle_calls']} calls ({autotune.describe_key(k)})")
+    same_everywhere(comm, "noise")
+    return len(keys)
+
+
+def scenario_forms(comm, rng):
+    calls(comm, rng, 70, noise=0.0)
+    n = 0
+    for nbytes in SIZES:
+        count = max(1, nbytes // 4)
+        x = np.arange(count, dtype=np.float32) + RANK
+        want = sum(np.arange(count, dtype=np.float32) + r for r in range(comm.Get_size()))
+        try:
+            reqs = [lpmpi.iallreduce(x, comm=comm) for _ in range(3)]
+            for q in reqs:
+                if not np.array_equal(q.wait(), want):
+                    fail(f"iallreduce n={nbytes}", "wrong result")
+            out = np.empty_like(x)
+            p = lpmpi.allreduce_init(x, out, comm=comm)
+            for _ in range(3):
+                p.start()
+                p.wait()
+                if not np.array_equal(out, want):
+                    fail(f"allreduce_init n={nbytes}", "wrong result")
+            p.free()
+            n += 6
+        except Exception:
+            fail(f"forms n={nbytes}", traceback.format_exc(limit=3))
+    same_everywhere(comm, "forms")
+    return n
+
+
+def scenario_drift(comm, rng):
+    count = 4096 // 4
+    x = np.ones(count, np.float32)
+
+    def run(n, sleep):
+        for _ in range(n):
+            if RANK == 1 and sleep:
+                time.sleep(sleep)
+            lpmpi.allreduce(x, comm=comm)
+
+    run(80, 0)
+    k0 = _core.autotune_key("allreduce", 4096, comm)
+    run(120, 3e-3)
+    k1 = _core.autotune_key("allreduce", 4096, comm)
+    run(200, 0)
+    k2 = _core.autotune_key("allreduce", 4096, comm)
+    if k0 is None or k0["state"] != "settled":
+        fail("drift", f"not settled after 80 calls: {k0}")
+    elif k1["drifts_slower"] < 1:
+        fail("drift", f"3 ms slower calls were not seen as a drift: {autotune.describe_key(k1)}")
+    elif k2["drifts_faster"] < 1 or k2["state"] != "settled":
+        fail("drift", f"the load leaving was not followed: {autotune.describe_key(k2)}")
+    same_everywhere(comm, "drift")
+    return 3
+
+
+def scenario_save(comm, rng, out):
+    calls(comm, rng, 70, noise=0.0)
+    docs = lpmpi.autotune_report()
+    if RANK == 0:
+        for d in docs:
+            t = tables.parse_table(d, "autotune report")
+            if t.skipped or not t.rows:
+                fail("save", f"the report does not read back as a table: {t.skipped} {d}")
+        if out:
+            autotune.write(out, docs)
+    return len(docs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=["noise", "forms", "drift", "save"])
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    comm = WORLD.Dup()
+    rng = np.random.default_rng(1234 + RANK)
+    try:
+        if args.scenario == "noise":
+            n = scenario_noise(comm, rng)
+        elif args.scenario == "forms":
+            n = scenario_forms(comm, rng)
+        elif args.scenario == "drift":
+            n = scenario_drift(comm, rng)
+        else:
+            n = scenario_save(comm, rng, args.out)
+    except Exception:
+        fail(args.scenario, traceback.format_exc())
+        n = 0
+    bad = WORLD.allreduce(len(FAILS))
+    if RANK == 0:
+        say(f"SUMMARY scenario={args.scenario} P={SIZE} n={n} failed={bad}")
+        for line in autotune.describe():
+            say("  " + line)
+    comm.Free()
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The online tuner (LPMPI_AUTOTUNE=1, issue 40): every rank takes the same choice at every
+call (LPMPI_CHECK=1 compares each call's whole decision; the tuner's states are compared after
+the run) with noise on one rank only; keys settle within 64 calls; nonblocking and persistent
+calls take the settled choice; a drift is followed both ways; what was learned reads back as a
+tuning table, is written at exit, starts the next run and folds into a table (lpmpi-tune
+--merge).  The shared measurement core (median, prune, decide) is the engine's."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from _mpi import TESTS, child_env, format_failure, mpiexec, run
+
+CASES = TESTS / "autotune_cases.py"
+ENV = {"LPMPI_AUTOTUNE": "1", "LPMPI_CHECK": "1"}
+
+
+def _spawn(nprocs, *args, env=None, timeout=240):
+    env = {**ENV, **(env or {})}
+    cmd = [mpiexec(), "-n", str(nprocs), sys.executable, "-u", str(CASES), *args]
+    rc, out, _ = run(cmd, child_env(env), timeout)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, env, rc, out, timeout), pytrace=False)
+    assert "SUMMARY" in out and "failed=0" in out, out[-3000:]
+    return out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_every_rank_chooses_alike_under_noise_on_one_rank(nprocs):
+    out = _spawn(nprocs, "noise")
+    assert "settled on" in out, out[-3000:]
+
+
+@pytest.mark.mpi
+def test_nonblocking_and_persistent_calls_take_the_settled_choice():
+    _spawn(2, "forms")
+
+
+@pytest.mark.mpi
+def test_a_drift_is_followed_both_ways():
+    _spawn(2, "drift")
+
+
+@pytest.mark.mpi
+def test_report_file_warm_start_and_merge(tmp_path):
+    rep = tmp_path / "report.json"
+    at_exit = tmp_path / "at_exit.json"
+    _spawn(2, "save", "--out", str(rep), env={"LPMPI_AUTOTUNE_FILE": str(at_exit)})
+    from lpmpi import autotune, tables
+    got = autotune.read(rep)
+    assert got and all(t.rows for t in got)
+    assert json.loads(at_exit.read_text())["lpmpi_autotune"] == 1      # written at exit too
+    row = json.loads(rep.read_text())["tables"][0]["collectives"]["allreduce"][0]
+    assert row["autotune"]["settle_calls"] <= 64 and row["autotune"]["calls"] >= 64, row
+    # the next run starts from it: its rows applied over the tables (explain shows them)
+    probe = ("import lpmpi, json; from mpi4py import MPI; st = lpmpi.tables.status(); "
+             "MPI.COMM_WORLD.rank or print(json.dumps([len(st.warm), lpmpi._core.choice('allreduce', 4096)[3]]))")
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-c", probe]
+    rc, out, _ = run(cmd, child_env({**ENV, "LPMPI_AUTOTUNE_FILE": str(at_exit)}), 60)
+    assert rc == 0, out
+    warm, source = json.loads(out.strip().splitlines()[-1])
+    assert warm > 0 and source == "table", out
+    # lpmpi-tune --merge: the rows folded into a shipped table of the same P
+    shipped = next(p for p in tables.shipped_tables() if p.endswith("mpich-P2-host-epyc.json"))
+    merged = tmp_path / "merged.json"
+    r = subprocess.run([sys.executable, "-m", "lpmpi.tune", "--merge", str(rep), "--into", shipped,
+                        "--out", str(merged), "--allow-single"], env=child_env(), capture_output=True,
+                       text=True, timeout=60, cwd=str(TESTS), check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    t = tables.read_table(merged)
+    assert not t.skipped and t.rows
+    learned = got[0].rows[0]
+    at = t.lookup(learned.collective, int(learned.lo))
+    assert (at.algorithm, at.chunk_bytes) == (learned.algorithm, learned.chunk_bytes)
+
+
+def test_overlay_cuts_the_base_rows_around_the_learned_ones():
+    from lpmpi import autotune, tables
+    base = [tables.Row("allreduce", 0, 1000, "lp", 256, ()), tables.Row("allreduce", 1000, math.inf, "ring", 4096, ())]
+    top = [tables.Row("allreduce", 500, 2000, "native", None, ())]
+    rows = autotune.overlay(base, top)
+    assert [(r.lo, r.hi, r.algorithm) for r in rows] == [(0, 500, "lp"), (500, 2000, "native"),
+                                                         (2000, math.inf, "ring")]
+
+
+def test_the_shared_core():
+    import numpy as np
+
+    from lpmpi import _core
+    from lpmpi.bench.harness import Timing
+    from lpmpi.tune.driver import decide
+    from lpmpi.tune.space import NATIVE, Config
+    assert _core.tune_median([3.0, 1.0, 2.0]) == 2.0 and _core.tune_median([1.0, 2.0, 3.0, 10.0]) == 2.5
+    assert Timing(np.array([5.0, 1.0, 3.0])).median == 3.0
+    assert _core.tune_pruned(1.6, 1.0, 1.5) and not _core.tune_pruned(1.5, 1.0, 1.5)
+    assert _core.tune_decide([2.0, 1.0, float("nan")]) == 1
+    assert _core.tune_decide([1.02, 1.0], prefer=0, tie=0.03) == 0
+    assert _core.tune_decide([1.2, 1.0], prefer=0, tie=0.03) == 1
+    a, n = Config("lp", 4096), Config(NATIVE)
+    assert decide({a: 1.0, n: 1.02})[0] == n and decide({a: 1.0, n: 1.2})[0] == a
+    with pytest.raises(ValueError):
+        _core.tune_median([])
