@@ -12,6 +12,7 @@ extra has it)."""
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,6 +141,9 @@ def test_state_dict_options_match_gloo_through_a_checkpoint(tmp_path, nprocs):
         assert rel <= 1e-5, f"{key} P={nprocs}: parameters differ from gloo's by {rel:.2e}"
 
 
+GLOO_TEARDOWN = "terminate called without an active exception"
+
+
 def _fsdp2_example(tmp_path, backend, steps=4):
     """PyTorch's FSDP2 example, --dcp-api, run twice on one checkpoint folder: the first run
     saves, the second loads (set_model_state_dict with broadcast_from_rank0) and saves again.
@@ -149,7 +153,15 @@ def _fsdp2_example(tmp_path, backend, steps=4):
     for phase in ("save", "load"):
         cmd = [mpiexec(), "-n", "2", sys.executable, str(FSDP2_EXAMPLE), "--backend", backend,
                "--dcp-api", "--checkpoint-dir", str(ck), "--steps", str(steps), "--n-layers", "2"]
+        before = set((ck / "dcp_api").iterdir()) if (ck / "dcp_api").is_dir() else set()
         rc, out, _ = run(cmd, _env(), 300)
+        if rc != 0 and backend == "gloo" and GLOO_TEARDOWN in out:
+            # the reference run only: torch's gloo threads at the process's end (SIGABRT,
+            # "terminate called without an active exception", after the steps; once in ~30
+            # runs here, pytorch#190489 / #179291): that phase again, without what it left
+            for d in set((ck / "dcp_api").iterdir()) - before if (ck / "dcp_api").is_dir() else ():
+                shutil.rmtree(d, ignore_errors=True)
+            rc, out, _ = run(cmd, _env(), 300)
         if rc != 0:
             pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
         losses = [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", out, re.MULTILINE)]
