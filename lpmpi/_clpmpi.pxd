@@ -191,10 +191,10 @@ cdef extern from "lpmpi.h" nogil:
         int coll, cls, mem, acc, P, nodes
         double lo, hi, nbytes
         int state, ncand, native, choice
-        lp_at_cand_t cand[8]
-        int alive[8]
-        double median[8]
-        long samples[8]
+        lp_at_cand_t cand[12]
+        int alive[12]
+        double median[12]
+        long samples[12]
         double seconds, last_seconds
         long calls, explore_calls, settle_calls, settles, drifts_slower, drifts_faster
         double explore_seconds

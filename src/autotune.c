@@ -14,8 +14,10 @@
  *             every rank has the same numbers: the per-call times of the round, reduced with
  *             one MPI_MAX (an MPI_Iallreduce on a private duplicate of the communicator, issued
  *             right after the round's last call, waited for at the key's next call); the
- *             candidates slower than the best by the round's factor (2, 1.5, 1.2) are dropped;
- *             after the third round the choice is lp_tune_decide's.
+ *             candidates slower than the best by the round's factor (3, 1.5, 1.2) are dropped;
+ *             after the third round the leader's untried neighbours (chunk x2, /2, its other
+ *             transports) join it for rounds 2 and 3 again (twice at most: a hill climb), then
+ *             the choice is lp_tune_decide's.
  *   settled   the choice runs; its per-call times are agreed the same way once per window
  *             (window: about 100 us of calls, 8..64), the reduction waited for one window
  *             later (off the critical path).  The first settled window's median is the
@@ -76,6 +78,7 @@ static const double round_factor[] = {3.0, 1.5, 1.2};   /* drop past this x the 
                                                           first: one call each, first uses included) */
 static const int round_reps[] = {1, 2, 4};               /* calls per candidate, per round */
 #define NROUNDS 3
+#define AT_REFINES 2        /* neighbour rounds around the leader before settling */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
 #define DRIFT_WINDOWS 2     /* in a row: re-explore */
 #define TIE 0.03            /* within this of MPI's own: MPI's own (lpmpi.tune's TIE) */
@@ -99,7 +102,7 @@ typedef struct lp_at_key {
     int rc_[AT_WIN], nred, pending;
     long apply_at;            /* the key's call count at which it is waited for and applied */
     MPI_Request q;
-    int round, hi, lo;
+    int round, hi, lo, refines;
     double ref;               /* settled: the reference time */
 } lp_at_key_t;
 
@@ -225,6 +228,7 @@ static void explore(lp_at_key_t *k, int first) {
     lp_at_info_t *I = &k->info;
     I->state = AT_EXPLORE;
     k->round = 0;
+    k->refines = 0;
     for (int i = 0; i < I->ncand; i++) {
         I->alive[i] = !k->failed[i];
         k->nts[i] = 0;
@@ -257,6 +261,32 @@ static void settle(lp_at_key_t *k, int choice) {
     }
     I->gen++;
     window_start(k);
+}
+
+/* hill climbing from the leader c: its chunk x2 and /2 (its transport kept) and its other
+ * node-local transports (its chunk kept) that were not candidates yet join it, from round 2
+ * (2 calls each, then 4); returns 0 where there is none (the same on every rank: the candidates
+ * and c are) */
+static int refine(lp_at_key_t *k, int c) {
+    lp_at_info_t *I = &k->info;
+    const lp_ctx_t *ctx = k->ctx;
+    const lp_at_cand_t lead = I->cand[c];
+    int before = I->ncand;
+    k->refines++;
+    if (!ctx || (!lp_algos[lead.alg].chunked && !lp_algos[lead.alg].cma && !lp_algos[lead.alg].shm)) return 0;
+    if (lp_algos[lead.alg].chunked) {
+        add_cand(k, ctx, lead.alg, lead.chunk * 2, lead.transport ? lead.transport : LP_TP_MODEL);
+        add_cand(k, ctx, lead.alg, lead.chunk / 2, lead.transport ? lead.transport : LP_TP_MODEL);
+    }
+    for (int tp = LP_TP_MPI; tp < LP_NTP; tp++) add_cand(k, ctx, lead.alg, lead.chunk, tp);
+    if (I->ncand == before) return 0;
+    for (int i = 0; i < I->ncand; i++) {
+        I->alive[i] = i == c || (i >= before && !k->failed[i]);
+        if (i >= before) { k->nts[i] = 0; I->median[i] = NAN; }
+    }
+    k->round = 1;
+    window_start(k);
+    return 1;
 }
 
 /* the reduced times of the last window: every rank computes the same from them */
@@ -306,6 +336,7 @@ static void apply(lp_at_key_t *k) {
                 c = 0;
                 I->median[0] = NAN;
             }
+            if (k->refines < AT_REFINES && refine(k, c)) return;   /* the leader's neighbours first */
             settle(k, c);
             return;
         }

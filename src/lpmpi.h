@@ -362,7 +362,7 @@ int lp_call_decision(lp_decision_t *out, const lp_call_t *call);
  * rank the same (see autotune.c); set before the first collective on a communicator (its
  * private duplicate for the agreements is made then).  Returns the previous setting. */
 int lp_autotune_set(int on);
-#define LP_AT_MAXC 8
+#define LP_AT_MAXC 12
 typedef struct { int alg; size_t chunk; int transport; } lp_at_cand_t;   /* transport: LP_TP_* (0: none) */
 typedef struct {
     int coll, cls, mem, acc, P, nodes;

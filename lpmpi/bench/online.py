@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+import lpmpi
 from lpmpi import _core
 from lpmpi._units import format_bytes
 from lpmpi.bench import harness
@@ -52,6 +53,11 @@ def _series(comm: MPI.Comm, call: Callable[[], Any], n: int) -> np.ndarray:
     return harness.max_over_ranks(comm, local)
 
 
+def _warm(comm: MPI.Comm) -> None:
+    """One lpmpi call on comm of a key no size of the run shares (a 1-byte bcast)."""
+    lpmpi.bcast(np.zeros(1, np.uint8), root=0, comm=comm)
+
+
 def _busy(comm: MPI.Comm, on: bool, procs: list[subprocess.Popen]) -> None:
     """Start (on) or stop the busy process of this rank's node (its lowest rank's)."""
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
@@ -68,9 +74,13 @@ def _busy(comm: MPI.Comm, on: bool, procs: list[subprocess.Popen]) -> None:
     time.sleep(0.05 if on else 0.0)
 
 
-def _grid(comm: MPI.Comm, s: Settings, count: int) -> dict[str, Any]:
-    """The grid's best, the static choice (table or model) and MPI's own, side by side."""
+def _grid(comm: MPI.Comm, s: Settings, count: int, tuned_call: Callable[[], Any]) -> dict[str, Any]:
+    """The grid (screening: every configuration once, interleaved), then its best, the static
+    choice (table or model: auto without the tuner), MPI's own and the tuned call (auto on the
+    tuner's communicator, settled: its windows' agreements included) measured again side by
+    side, interleaved call by call: the times reported."""
     nbytes = whole_blocks(s.collective, count, comm.Get_size()) * s.dtype.itemsize
+    from lpmpi.bench.cases import make_call
     from lpmpi.bench.nodes import node_transports
 
     cases = [c for c in grid_cases(s.collective, nbytes, comm.Get_size(), "host", node_transports(comm))
@@ -79,9 +89,20 @@ def _grid(comm: MPI.Comm, s: Settings, count: int) -> dict[str, Any]:
     timed = [r for r in rows if r.time_us and r.label != AUTO and not r.error]
     best = min(timed, key=lambda r: r.time_us or math.inf)
     by = {r.label: r for r in rows}
-    return {"best": best.label, "best_us": best.time_us, "grid_size": len(timed),
-            "static_us": by[AUTO].time_us, "static": f"{by[AUTO].selected_algorithm}",
-            "native_us": by[NATIVE].time_us if NATIVE in by else None}
+    bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, comm.Get_rank(), s.root, comm.Get_size())
+    finals = {"best": next(c for c in cases if c.label == best.label), "static": Case(AUTO, AUTO)}
+    if NATIVE in by:
+        finals["native"] = Case(NATIVE, NATIVE)
+    calls = [make_call(c, s.collective, bufs, s.op, s.root, comm) for c in finals.values()] + [tuned_call]
+    _core.set_autotune(False)            # explicit configurations and the static auto; the
+    try:                                 # tuner's communicator goes on tuning (made with it on)
+        t = harness.measure(comm, calls, harness.Repetitions(min_time=s.min_time * 3), warmup=s.warmup)
+    finally:
+        _core.set_autotune(True)
+    us = {k: t[i].median * 1e6 for i, k in enumerate(finals)}
+    return {"best": best.label, "best_us": us["best"], "screen_best_us": best.time_us, "grid_size": len(timed),
+            "static_us": us["static"], "static": f"{by[AUTO].selected_algorithm}",
+            "native_us": us.get("native"), "tuned_us": t[-1].median * 1e6}
 
 
 def _phase(times: np.ndarray) -> dict[str, Any]:
@@ -101,8 +122,10 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
     applies = bool(st.tables_for(comm.Get_size()))
     out(f"# online tuner: {s.collective}, {ncalls} calls per phase; tables: {st.source}"
         f"{'' if applies else ' (none applies at this P: the cost model is the start)'}")
-    out(f"{'size':>9} {'settle':>6} {'explore':>8} {'settled_us':>11} {'grid_best':<16} {'best_us':>10} "
-        f"{'ratio':>6} {'static_us':>10} {'native_us':>10}  choice")
+    out(f"{'size':>9} {'settle':>6} {'explore':>8} {'excess':>8} {'tuned_us':>10} {'grid_best':<16} "
+        f"{'best_us':>10} {'ratio':>6} {'static_us':>10} {'native_us':>10}  choice")
+    out("#   settle: calls to settle; explore: the first 64 calls over 64 x the grid's best; excess: over 64 x"
+        " the loop's own settled level; tuned/best/static/native: interleaved, after the loop")
     prev = _core.set_autotune(True)
     try:
         for count in counts:
@@ -114,10 +137,12 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
             from lpmpi.bench.cases import make_call
 
             call = make_call(Case(AUTO, AUTO), s.collective, bufs, s.op, s.root, tuned)
+            # the context's setup (its duplicates, node map, table agreement, transports) by a
+            # call of another key, not counted as exploration: a program pays it once per
+            # communicator, tuner or not
+            _warm(tuned)
             quiet = _series(comm, call, ncalls)
-            _core.set_autotune(False)    # the grid: explicit configurations and the static auto
-            grid = _grid(comm, s, count)
-            _core.set_autotune(True)
+            grid = _grid(comm, s, count, call)
             kb = _core.call_decision(s.collective, bufs.send, bufs.recv, s.op, s.root, tuned)["key"][2]
             key = _core.autotune_key(s.collective, kb, tuned)
             row: dict[str, Any] = {"collective": s.collective, "nbytes": nbytes, "quiet": _phase(quiet),
@@ -125,27 +150,31 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
             best = grid["best_us"] * 1e-6
             first = quiet[:SETTLE_TARGET]
             row["explore_cost"] = float(first.sum() / (first.size * best) - 1) if best else None
-            row["settled_ratio"] = row["quiet"]["tail_median_us"] / grid["best_us"] if grid["best_us"] else None
+            # the same against the loop's own settled level (what the loop's timing adds to every
+            # call, a barrier's skew, is left out)
+            row["explore_excess"] = float(first.sum() / (first.size * np.median(quiet[-SETTLED_TAIL:])) - 1)
+            row["settled_ratio"] = grid["tuned_us"] / grid["best_us"] if grid["best_us"] else None
+            row["vs_native"] = grid["native_us"] / grid["tuned_us"] if grid["native_us"] else None
             choice = _choice(key)
             out(f"{format_bytes(nbytes):>9} {key['settle_calls'] if key else '-':>6} "
-                f"{_pct(row['explore_cost']):>8} {row['quiet']['tail_median_us']:11.1f} {grid['best']:<16} "
-                f"{grid['best_us']:10.1f} {row['settled_ratio']:6.2f} {grid['static_us'] or math.nan:10.1f} "
-                f"{grid['native_us'] or math.nan:10.1f}  {choice}")
+                f"{_pct(row['explore_cost']):>8} {_pct(row['explore_excess']):>8} {grid['tuned_us']:10.1f} "
+                f"{grid['best']:<16} {grid['best_us']:10.1f} {row['settled_ratio']:6.2f} "
+                f"{grid['static_us'] or math.nan:10.1f} {grid['native_us'] or math.nan:10.1f}  {choice}")
             if busy:
                 _busy(comm, True, procs)
                 loaded = _series(comm, call, ncalls)
-                _core.set_autotune(False)
-                grid_l = _grid(comm, s, count)
-                _core.set_autotune(True)
+                grid_l = _grid(comm, s, count, call)
                 _busy(comm, False, procs)
                 after = _series(comm, call, ncalls)
                 key2 = _core.autotune_key(s.collective, kb, tuned)
                 row.update(loaded=_phase(loaded), grid_loaded=grid_l, after=_phase(after), key_after=key2,
-                           loaded_ratio=row_ratio(loaded, grid_l["best_us"]),
+                           loaded_ratio=grid_l["tuned_us"] / grid_l["best_us"],
+                           loaded_tail_ratio=row_ratio(loaded, grid_l["best_us"]),
                            after_ratio=row_ratio(after, grid["best_us"]))
-                out(f"{'':>9} busy: calls {ncalls - SETTLED_TAIL + 1}-{ncalls} under load "
-                    f"{row['loaded']['tail_median_us']:.1f} us vs grid best under load {grid_l['best']} "
-                    f"{grid_l['best_us']:.1f} us ({row['loaded_ratio']:.2f}x); after it left "
+                out(f"{'':>9} busy: after {ncalls} calls under load the tuned call {grid_l['tuned_us']:.1f} us vs "
+                    f"the grid's best under load {grid_l['best']} {grid_l['best_us']:.1f} us "
+                    f"({row['loaded_ratio']:.2f}x; calls {ncalls - SETTLED_TAIL + 1}-{ncalls} in the loop "
+                    f"{row['loaded']['tail_median_us']:.1f} us); after it left "
                     f"{row['after']['tail_median_us']:.1f} us ({row['after_ratio']:.2f}x the quiet best); "
                     f"drifts {key2['drifts_slower'] if key2 else '-'} slower / "
                     f"{key2['drifts_faster'] if key2 else '-'} faster; now {_choice(key2)}")
@@ -157,6 +186,7 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
     ratios = [r["settled_ratio"] for r in rows if r["settled_ratio"]]
     costs = [r["explore_cost"] for r in rows if r["explore_cost"] is not None]
     summary = {"worst_settled_ratio": max(ratios, default=None), "worst_explore_cost": max(costs, default=None),
+               "worst_vs_native": min([r["vs_native"] for r in rows if r["vs_native"]], default=None),
                "settle_calls": [r["key"]["settle_calls"] if r["key"] else None for r in rows]}
     out(f"# worst settled/grid-best {summary['worst_settled_ratio'] or math.nan:.2f}x (target <= 1.10), "
         f"worst exploration cost {_pct(summary['worst_explore_cost'])} of the first {SETTLE_TARGET} calls "
