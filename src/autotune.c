@@ -79,6 +79,8 @@ static const double round_factor[] = {3.0, 1.5, 1.2};   /* drop past this x the 
 static const int round_reps[] = {1, 2, 4};               /* calls per candidate, per round */
 #define NROUNDS 3
 #define AT_REFINES 2        /* neighbour rounds around the leader before settling */
+#define AT_FIRST 10         /* candidates of the first round at most */
+#define AT_BUDGET 64        /* calls of one exploration at most: it settles before a round would pass it */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
 #define DRIFT_WINDOWS 2     /* in a row: re-explore */
 #define TIE 0.03            /* within this of MPI's own: MPI's own (lpmpi.tune's TIE) */
@@ -103,6 +105,8 @@ typedef struct lp_at_key {
     long apply_at;            /* the key's call count at which it is waited for and applied */
     MPI_Request q;
     int round, hi, lo, refines;
+    int cap;                  /* candidates it may hold now (AT_FIRST at first, AT_MAXC with refines) */
+    long ecalls;              /* calls of this exploration (AT_BUDGET at most) */
     double ref;               /* settled: the reference time */
 } lp_at_key_t;
 
@@ -141,7 +145,7 @@ static int eff_transport(const lp_ctx_t *ctx, int alg, size_t nbytes, int tp) {
 
 static void add_cand(lp_at_key_t *k, const lp_ctx_t *ctx, int alg, size_t chunk, int tp) {
     lp_at_info_t *I = &k->info;
-    if (I->ncand >= AT_MAXC || alg < 0 || alg >= lp_nalgos || (int)lp_algos[alg].coll != I->coll) return;
+    if (I->ncand >= k->cap || alg < 0 || alg >= lp_nalgos || (int)lp_algos[alg].coll != I->coll) return;
     lp_at_cand_t c = {.alg = alg, .chunk = lp_algos[alg].chunked ? chunk : 0,
                       .transport = eff_transport(ctx, alg, (size_t)I->nbytes, tp)};
     if (c.chunk > lp_max_msg_bytes) c.chunk = lp_max_msg_bytes;
@@ -164,6 +168,7 @@ static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *b
     const lp_model_t *m = ctx->tables < 0 ? &ctx->model : &lp_model;
     const size_t nb = (size_t)I->nbytes;
     I->ncand = 0;
+    k->cap = AT_FIRST;
     add_cand(k, ctx, base->alg, base->chunk, base->transport);             /* the static choice */
     add_cand(k, ctx, native_alg(I->coll), 0, 0);                           /* MPI's own */
     int order[64], n = 0;                                                  /* the model's ranking */
@@ -179,11 +184,15 @@ static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *b
             double x = t[b]; t[b] = t[b - 1]; t[b - 1] = x;
             int y = order[b]; order[b] = order[b - 1]; order[b - 1] = y;
         }
-    for (int i = 0, added = 0; i < n && added < 2; i++) {
+    int top[2], ntop = 0;
+    for (int i = 0; i < n && ntop < 2; i++) {
         int before = I->ncand;
         add_cand(k, ctx, order[i], lp_best_chunk_with(m, order[i], I->P, I->nodes, nb), LP_TP_MODEL);
-        added += I->ncand > before;
+        if (I->ncand > before) top[ntop++] = order[i];
     }
+    for (int j = 0; j < ntop; j++)                          /* their node-local transports, each */
+        for (int tp = LP_TP_MPI; tp < LP_NTP; tp++)
+            add_cand(k, ctx, top[j], lp_best_chunk_with(m, top[j], I->P, I->nodes, nb), tp);
     if (lp_algos[base->alg].chunked) {                                     /* the chunk's neighbours */
         add_cand(k, ctx, base->alg, base->chunk * 2, base->transport);
         add_cand(k, ctx, base->alg, base->chunk / 2, base->transport);
@@ -229,6 +238,7 @@ static void explore(lp_at_key_t *k, int first) {
     I->state = AT_EXPLORE;
     k->round = 0;
     k->refines = 0;
+    k->ecalls = 0;
     for (int i = 0; i < I->ncand; i++) {
         I->alive[i] = !k->failed[i];
         k->nts[i] = 0;
@@ -273,6 +283,7 @@ static int refine(lp_at_key_t *k, int c) {
     const lp_at_cand_t lead = I->cand[c];
     int before = I->ncand;
     k->refines++;
+    k->cap = AT_MAXC;
     if (!ctx || (!lp_algos[lead.alg].chunked && !lp_algos[lead.alg].cma && !lp_algos[lead.alg].shm)) return 0;
     if (lp_algos[lead.alg].chunked) {
         add_cand(k, ctx, lead.alg, lead.chunk * 2, lead.transport ? lead.transport : LP_TP_MODEL);
@@ -280,6 +291,10 @@ static int refine(lp_at_key_t *k, int c) {
     }
     for (int tp = LP_TP_MPI; tp < LP_NTP; tp++) add_cand(k, ctx, lead.alg, lead.chunk, tp);
     if (I->ncand == before) return 0;
+    if (k->ecalls + (long)(I->ncand - before + 1) * (round_reps[1] + round_reps[2]) > AT_BUDGET) {
+        I->ncand = before;                        /* no room in the budget: settle instead */
+        return 0;
+    }
     for (int i = 0; i < I->ncand; i++) {
         I->alive[i] = i == c || (i >= before && !k->failed[i]);
         if (i >= before) { k->nts[i] = 0; I->median[i] = NAN; }
@@ -328,7 +343,8 @@ static void apply(lp_at_key_t *k) {
                 I->alive[i] = 0;
             na += I->alive[i];
         }
-        if (++k->round >= NROUNDS || na <= 1) {
+        ++k->round;
+        if (k->round >= NROUNDS || na <= 1 || k->ecalls + (long)na * round_reps[k->round] > AT_BUDGET) {
             double t[AT_MAXC];
             for (int i = 0; i < I->ncand; i++) t[i] = I->alive[i] && k->nts[i] ? I->median[i] : NAN;
             int c = lp_tune_decide(t, I->ncand, I->native, TIE);
@@ -437,7 +453,10 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int kind, lp_choice_t *c
     slot->index = k->wn++;
     slot->t0 = now_s();
     I->calls++;
-    if (I->state == AT_EXPLORE) I->explore_calls++;
+    if (I->state == AT_EXPLORE) {
+        I->explore_calls++;
+        k->ecalls++;
+    }
     return LP_OK;
 }
 

@@ -26,7 +26,7 @@ def train(tmp_path, nprocs, hook, *extra):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+@pytest.mark.parametrize("nprocs", (2, pytest.param(3, marks=pytest.mark.full)), ids=lambda p: f"P{p}")
 def test_ddp_lpmpi_hook_matches_gloo(tmp_path, nprocs):
     ref = train(tmp_path, nprocs, "gloo")
     for alg in ("auto", "lp", "ring"):

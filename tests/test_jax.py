@@ -33,8 +33,9 @@ def _spawn(nprocs, script, *args, env=None, timeout=600):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,args", [(1, ["--quick"]), (2, []), (2, ["--x64"]),
-                                         (3, ["--quick"]), (4, ["--quick"])],
+@pytest.mark.parametrize("nprocs,args", [pytest.param(1, ["--quick"], marks=pytest.mark.full), (2, []),
+                                         (2, ["--x64"]), (3, ["--quick"]),
+                                         pytest.param(4, ["--quick"], marks=pytest.mark.full)],
                          ids=["P1", "P2", "P2-x64", "P3", "P4"])
 def test_collectives_against_references(nprocs, args):
     cmd, rc, out, _ = _spawn(nprocs, CASES, *args)

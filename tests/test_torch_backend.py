@@ -70,7 +70,7 @@ def _close(a, b, what):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+@pytest.mark.parametrize("nprocs", (2, pytest.param(3, marks=pytest.mark.full)), ids=lambda p: f"P{p}")
 @pytest.mark.parametrize("mode", ("ddp", "fsdp2"))
 def test_training_matches_gloo_through_a_checkpoint(tmp_path, nprocs, mode):
     """10 steps of Adam with gradient clipping, a distributed checkpoint, 3 more steps in a
@@ -109,7 +109,7 @@ def _state_dicts(tmp_path, nprocs, backend):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", (2, 3), ids=lambda p: f"P{p}")
+@pytest.mark.parametrize("nprocs", (2, pytest.param(3, marks=pytest.mark.full)), ids=lambda p: f"P{p}")
 def test_state_dict_options_match_gloo_through_a_checkpoint(tmp_path, nprocs):
     """Issue 37: get/set_model_state_dict and get/set_optimizer_state_dict, sharded, with
     full_state_dict and cpu_offload, and with full_state_dict and broadcast_from_rank0 (which

@@ -13,9 +13,11 @@ for i in 1 2 3 4; do
   # (a) no applicable table: the cost model is the start
   LPMPI_TUNING_FILE=none timeout 900 $MPIEXEC -n 2 $pin $LPB --online --sizes $SIZES --calls 128 \
       --json "$OUT/model_$i.json" > "$OUT/model_$i.txt" 2>&1
-  # (b) the shipped table
-  timeout 900 $MPIEXEC -n 2 $pin $LPB --online --sizes $SIZES --calls 128 \
+  # (b) the shipped table (launches 1 and 2: one unpinned, one pinned)
+  [ $i -le 2 ] && [ $i -eq 2 ] && pin="-bind-to core"
+  [ $i -le 2 ] && timeout 900 $MPIEXEC -n 2 $pin $LPB --online --sizes $SIZES --calls 128 \
       --json "$OUT/table_$i.json" > "$OUT/table_$i.txt" 2>&1
+  pin=""; [ $((i % 2)) -eq 0 ] && pin="-bind-to core"
   # (d) settled overhead at 8 B: auto under the tuner against the algorithm it settles on (mst at
   # 8 B here), explicit, so untuned; interleaved by the harness
   LPMPI_AUTOTUNE=1 timeout 300 $MPIEXEC -n 2 $pin $LPB --sizes 8,64 --algorithms auto,mst,native \
