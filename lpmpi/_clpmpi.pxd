@@ -96,6 +96,7 @@ cdef extern from "lpmpi.h" nogil:
     int lp_wait(lp_req_t *req)
     int lp_waitall(int n, lp_req_t *const *reqs)
     int lp_req_active(const lp_req_t *req)
+    int lp_req_choice(const lp_req_t *r, int *alg, size_t *chunk, int *transport)
     int lp_req_free(lp_req_t *req)
     int lp_progress()
     long lp_outstanding()

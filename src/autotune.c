@@ -401,6 +401,20 @@ static int issue(lp_ctx_t *ctx, lp_at_key_t *k) {
     return LP_OK;
 }
 
+static int settled_choice(const lp_at_key_t *k, lp_choice_t *ch) {
+    if (!k || !k->info.settles) return 0;
+    const lp_at_cand_t *c = &k->info.cand[k->info.choice];
+    ch->alg = c->alg;
+    ch->chunk = c->chunk;
+    ch->transport = c->transport;
+    ch->source = ch->transport_source = LP_SRC_AUTOTUNE;
+    return 1;
+}
+
+int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *kk, lp_choice_t *ch) {
+    return lp_autotune && ctx->tcomm != MPI_COMM_NULL && settled_choice(key_find(ctx, kk), ch);
+}
+
 int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int kind, lp_choice_t *ch, lp_at_slot_t *slot) {
     slot->key = NULL;
     if (!lp_autotune || ctx->tcomm == MPI_COMM_NULL || ctx->size < 2 || kk->mem != LP_MEM_HOST ||
@@ -408,13 +422,7 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int kind, lp_choice_t *c
         return LP_OK;
     lp_at_key_t *k = key_find(ctx, kk);
     if (kind != LP_REQ_BLOCKING) {                   /* the settled choice, not measured */
-        if (k && k->info.settles) {
-            const lp_at_cand_t *c = &k->info.cand[k->info.choice];
-            ch->alg = c->alg;
-            ch->chunk = c->chunk;
-            ch->transport = c->transport;
-            ch->source = ch->transport_source = LP_SRC_AUTOTUNE;
-        }
+        settled_choice(k, ch);
         return LP_OK;
     }
     if (!k) {

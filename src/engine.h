@@ -67,6 +67,8 @@ int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran);
 int lp_autotune_open(lp_ctx_t *ctx);       /* the context's duplicate (context.c, first call) */
 void lp_autotune_detach(lp_ctx_t *ctx);    /* its communicator goes (context.c) */
 int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *key, lp_at_info_t *out);
+/* the key's settled choice into *ch (1), or 0 where it has none (persistent requests' starts) */
+int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *key, lp_choice_t *ch);
 
 /* ---- contexts (context.c) ---- */
 struct lp_ctx {
@@ -197,6 +199,9 @@ struct lp_req {
                                  reports it: the engine polls, yielding in between) */
     int turn_wait;            /* a native step waits for its turn (other requests' issues) */
     int64_t ck[LP_CK_N];      /* a persistent request: its call's values (LPMPI_CHECK at start) */
+    int at_follow;            /* LPMPI_AUTOTUNE: a persistent "auto" request, which takes its key's
+                                 settled choice at each start (request.c req_retune) */
+    lp_key_t at_key;
     long long t_start;        /* LPMPI_TIMEOUT on: when it started (ns, CLOCK_MONOTONIC) */
     long nat_ticket;          /* its place in ctx's order of native issues (-1: none held) */
     /* memory (grow-only while the request is reused) */

@@ -380,6 +380,10 @@ typedef struct {
     unsigned long gen;              /* bumped at every settle */
     int comm_live;                  /* its communicator still exists */
 } lp_at_info_t;
+/* what a request runs now (a persistent "auto" request under LPMPI_AUTOTUNE follows its key's
+ * settled choice from start to start): algorithm, chunk bytes (0: unchunked), node-local
+ * transport LP_TP_* (0: none) */
+int lp_req_choice(const lp_req_t *r, int *alg, size_t *chunk, int *transport);
 /* every key's state (the first max of n; returns n) */
 int lp_autotune_report(lp_at_info_t *out, int max);
 /* the shared core (lpmpi.tune measures with it too): the median of n times; pruned (1) when t

@@ -401,6 +401,9 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (kind == LP_REQ_PERSISTENT) {
         memcpy(r->ck, ck, sizeof ck);
         ctx->npersist++;
+        /* an "auto" persistent request follows its key's settled choice from start to start */
+        r->at_follow = lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes && ctx->tcomm != MPI_COMM_NULL;
+        r->at_key = c.key;
     }
     lp_plan_key_t key = {ch.alg, coll, dt, op, root, c.xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
                          acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
@@ -476,6 +479,51 @@ static int not_blocking(const lp_req_t *r, const char *what) {
     return LP_OK;
 }
 
+/* LPMPI_AUTOTUNE: a persistent "auto" request takes its key's settled choice at a start where
+ * that changed (every rank alike: the key's state is the same at the same start); the plan made
+ * again as lp_call_request made it, its persistent MPI requests and LPMPI_CHECK values with it */
+static int req_retune(lp_req_t *r) {
+    int rc = LP_OK;
+    lp_choice_t ch = {.alg = r->alg, .chunk = (size_t)r->ck[LP_CK_CHUNK], .transport = r->a.transport};
+    if (!lp_autotune_settled(r->ctx, &r->at_key, &ch)) return LP_OK;
+    if (!lp_algos[ch.alg].chunked) ch.chunk = 0;
+    if (ch.alg == r->alg && (int64_t)ch.chunk == r->ck[LP_CK_CHUNK] && ch.transport == r->a.transport)
+        return LP_OK;
+    lp_args_t *a = &r->a;
+    const lp_algo_t *A = &lp_algos[ch.alg];
+    int ring_tp = -1;
+    if ((a->count || lp_count_keyless(a->coll)) && a->size > 1 && !a->dev && (A->cma || A->shm))
+        ring_tp = lp_ring_transport(r->ctx->shm != NULL && A->shm, r->ctx->pids != NULL && A->cma,
+                                    r->at_key.nbytes, ch.transport);
+    lp_req_persistent_free(r);
+    r->alg = ch.alg;
+    a->chunk_elems = ch.chunk / a->esize ? ch.chunk / a->esize : 1;
+    a->transport = ch.transport;
+    a->ring_tp = ring_tp;
+    r->key.alg = ch.alg;
+    r->key.transport = ch.transport;
+    r->key.chunk = ch.chunk;
+    r->planned = 0;
+    r->cached = 0;
+    LP_TRY(req_plan(r));
+    r->planned = 1;
+    if (r->sched && r->sched->init) LP_TRY(r->sched->init(r, a));
+    r->ck[LP_CK_ALG] = ch.alg;
+    r->ck[LP_CK_CHUNK] = (int64_t)ch.chunk;
+    r->ck[LP_CK_TP] = ch.transport;
+    r->ck[LP_CK_RING_TP] = ring_tp;
+cleanup:
+    return rc;
+}
+
+int lp_req_choice(const lp_req_t *r, int *alg, size_t *chunk, int *transport) {
+    if (!r) return LP_FAIL(LP_ERR_ARG, "NULL request");
+    *alg = r->alg;
+    *chunk = r->key.chunk;
+    *transport = r->a.ring_tp >= 0 ? (int[]){LP_TP_MPI, LP_TP_SHM, LP_TP_CMA}[r->a.ring_tp] : 0;
+    return LP_OK;
+}
+
 int lp_start(lp_req_t *r) {
     int rc = LP_OK;
     LP_TRY(not_blocking(r, "lp_start"));
@@ -490,7 +538,8 @@ int lp_start(lp_req_t *r) {
     if (r->ctx->freed)
         return LP_FAIL(LP_ERR_ARG, "the communicator of this persistent request was freed");
     LP_TRY(acquire(r->ctx));
-    if (lp_check_enabled) rc = lp_check_agree(r->ctx, r->ck, 0);   /* the same request everywhere */
+    if (r->at_follow) rc = req_retune(r);
+    if (rc == LP_OK && lp_check_enabled) rc = lp_check_agree(r->ctx, r->ck, 0);   /* the same request everywhere */
     if (rc == LP_OK) rc = req_tags(r);
     if (rc == LP_OK) rc = lp_engine_start(r);
     release(r->ctx);

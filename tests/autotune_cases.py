@@ -12,7 +12,8 @@ Scenarios (each prints ``FAIL rank=R case=...`` lines and a ``SUMMARY`` line on 
   against numpy; after the run every rank's tuner state (candidates, medians, choice, counters)
   compared with rank 0's; every key first settled within 64 calls.
 - ``forms``: after settling, nonblocking and persistent calls of the same keys (they take the
-  settled choice) give correct results.
+  settled choice) give correct results; a persistent request made before the key settled runs
+  the settled choice at its later starts (``Request._choice``), with correct results.
 - ``drift``: a settled key whose calls become much slower (rank 1 sleeps 3 ms before each call)
   re-explores; then faster again, re-explores again.
 - ``save``: the report as tuning tables (``lpmpi.autotune_report()``), written to --out by rank 0
@@ -134,8 +135,32 @@ def scenario_noise(comm, rng):
 
 
 def scenario_forms(comm, rng):
+    # persistent requests made before the keys settle follow the settled choice at their starts
+    early = {}
+    for nbytes in SIZES:
+        count = max(comm.Get_size(), nbytes // 4)
+        x = np.arange(count, dtype=np.float32) + RANK
+        out = np.empty_like(x)
+        p = lpmpi.allreduce_init(x, out, comm=comm)
+        p.start()
+        p.wait()
+        early[nbytes] = (p, x, out, p._choice())
     calls(comm, rng, 70, noise=0.0)
     n = 0
+    for nbytes, (p, x, out, before) in early.items():
+        want = sum(np.arange(x.size, dtype=np.float32) + r for r in range(comm.Get_size()))
+        for _ in range(2):
+            p.start()
+            p.wait()
+            if not np.array_equal(out, want):
+                fail(f"early allreduce_init n={nbytes}", "wrong result after the key settled")
+        k = _core.autotune_key("allreduce", x.nbytes, comm)
+        c = k["candidates"][k["choice"]] if k and k["choice"] is not None else None
+        now = p._choice()
+        if c is None or now != (c["algorithm"], c["chunk_bytes"], c["transport"]):
+            fail(f"early allreduce_init n={nbytes}", f"runs {now} (made as {before}), the key settled on {c}")
+        p.free()
+        n += 2
     for nbytes in SIZES:
         count = max(1, nbytes // 4)
         x = np.arange(count, dtype=np.float32) + RANK

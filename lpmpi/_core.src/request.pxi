@@ -116,6 +116,17 @@ cdef class Request:
     def persistent(self):
         return self.kind == LP_REQ_PERSISTENT
 
+    def _choice(self):
+        """``(algorithm, chunk_bytes or None, transport or None)`` this request runs now (a
+        persistent "auto" request under LPMPI_AUTOTUNE follows its key's settled choice)."""
+        cdef int alg = 0, tp = 0
+        cdef size_t chunk = 0
+        self._check()
+        rc = lp_req_choice(self.req, &alg, &chunk, &tp)
+        if rc != LP_OK:
+            _raise_status(rc)
+        return lp_algo_name(alg).decode(), (chunk or None), _tp_name(tp)
+
     def start(self):
         """Start a persistent request (again); it must not be in flight."""
         cdef int rc

@@ -30,7 +30,7 @@ from mpi4py import MPI
 
 import lpmpi
 from lpmpi import _core
-from lpmpi._units import format_bytes
+from lpmpi._units import chunk_label, format_bytes
 from lpmpi.bench import harness
 from lpmpi.bench.cases import AUTO, NATIVE, Case, Settings
 from lpmpi.bench.grid import TUNED, grid_cases
@@ -75,33 +75,35 @@ def _busy(comm: MPI.Comm, on: bool, procs: list[subprocess.Popen]) -> None:
 
 
 def _grid(comm: MPI.Comm, s: Settings, count: int, tuned_call: Callable[[], Any]) -> dict[str, Any]:
-    """The grid (screening: every configuration once, interleaved), then its best, the static
-    choice (table or model: auto without the tuner), MPI's own and the tuned call (auto on the
-    tuner's communicator, settled: its windows' agreements included) measured again side by
-    side, interleaved call by call: the times reported."""
+    """On the tuner's communicator ``comm`` (its own node-local segment: on some machines a
+    segment runs in a fast or a slow spell for its whole life, docs/autotune.md): the grid
+    (screening, every explicit configuration, untouched by the tuner), then its best, the static
+    choice (the table's or the model's, as an explicit configuration), MPI's own and the tuned
+    call (auto, settled: its windows' agreements included) measured again side by side,
+    interleaved call by call: the times reported."""
     nbytes = whole_blocks(s.collective, count, comm.Get_size()) * s.dtype.itemsize
     from lpmpi.bench.cases import make_call
     from lpmpi.bench.nodes import node_transports
 
     cases = [c for c in grid_cases(s.collective, nbytes, comm.Get_size(), "host", node_transports(comm))
-             if c.label != TUNED]
+             if c.label not in (TUNED, AUTO)]
     rows = run_size(comm, s, count, cases)
-    timed = [r for r in rows if r.time_us and r.label != AUTO and not r.error]
+    timed = [r for r in rows if r.time_us and not r.error]
     best = min(timed, key=lambda r: r.time_us or math.inf)
     by = {r.label: r for r in rows}
+    from lpmpi import engine
     bufs = make_buffers(s.backend, s.collective, count, s.dtype, s.op, comm.Get_rank(), s.root, comm.Get_size())
-    finals = {"best": next(c for c in cases if c.label == best.label), "static": Case(AUTO, AUTO)}
+    kb = _core.call_decision(s.collective, bufs.send, bufs.recv, s.op, s.root, comm)["key"][2]
+    alg, chunk, _, _, _ = _core.choice(s.collective, kb, comm)       # the static decision (table, model)
+    tp = _core.transport_choice(s.collective, kb, comm)[0] if engine.has_transports(s.collective, alg) else None
+    finals = {"best": next(c for c in cases if c.label == best.label), "static": Case("static", alg, chunk, tp)}
     if NATIVE in by:
         finals["native"] = Case(NATIVE, NATIVE)
     calls = [make_call(c, s.collective, bufs, s.op, s.root, comm) for c in finals.values()] + [tuned_call]
-    _core.set_autotune(False)            # explicit configurations and the static auto; the
-    try:                                 # tuner's communicator goes on tuning (made with it on)
-        t = harness.measure(comm, calls, harness.Repetitions(min_time=s.min_time * 3), warmup=s.warmup)
-    finally:
-        _core.set_autotune(True)
+    t = harness.measure(comm, calls, harness.Repetitions(min_time=s.min_time * 3), warmup=s.warmup)
     us = {k: t[i].median * 1e6 for i, k in enumerate(finals)}
     return {"best": best.label, "best_us": us["best"], "screen_best_us": best.time_us, "grid_size": len(timed),
-            "static_us": us["static"], "static": f"{by[AUTO].selected_algorithm}",
+            "static_us": us["static"], "static": chunk_label(alg, chunk, None, tp),
             "native_us": us.get("native"), "tuned_us": t[-1].median * 1e6}
 
 
@@ -142,7 +144,7 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
             # communicator, tuner or not
             _warm(tuned)
             quiet = _series(comm, call, ncalls)
-            grid = _grid(comm, s, count, call)
+            grid = _grid(tuned, s, count, call)
             kb = _core.call_decision(s.collective, bufs.send, bufs.recv, s.op, s.root, tuned)["key"][2]
             key = _core.autotune_key(s.collective, kb, tuned)
             row: dict[str, Any] = {"collective": s.collective, "nbytes": nbytes, "quiet": _phase(quiet),
@@ -163,7 +165,7 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
             if busy:
                 _busy(comm, True, procs)
                 loaded = _series(comm, call, ncalls)
-                grid_l = _grid(comm, s, count, call)
+                grid_l = _grid(tuned, s, count, call)
                 _busy(comm, False, procs)
                 after = _series(comm, call, ncalls)
                 key2 = _core.autotune_key(s.collective, kb, tuned)
