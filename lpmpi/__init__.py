@@ -140,14 +140,16 @@ if TYPE_CHECKING:
 __all__ += ["TuningWarning", "autotune_report", "explain"]
 
 
-def autotune_report() -> list[dict]:
-    """What the online tuner (``LPMPI_AUTOTUNE=1``) learned in this process, as tuning-table
-    documents (the format ``lpmpi-tune`` writes, one per process count and memory kind), each
-    row with its calls, calls to settle, exploration time and drift events
-    (:func:`lpmpi.autotune.report`).  Local: every rank of a communicator learned the same."""
+def autotune_report(comm: MPI.Comm | None = None) -> dict:
+    """What the online tuner (``LPMPI_AUTOTUNE=1``) learned in this process on communicators of
+    ``comm``'s size (default ``MPI_COMM_WORLD``), host memory, as a tuning table (a dict in the
+    format of ``lpmpi/tables/*.json``: ``LPMPI_TUNING_FILE`` loads it, ``lpmpi-tune --merge``
+    folds it into a table), each row with its calls, calls to settle, exploration time, drift
+    events and every candidate's median (:func:`lpmpi.autotune.report`).  Local: every rank of
+    a communicator learned the same."""
     from lpmpi import autotune
 
-    return autotune.report()
+    return autotune.report(comm)
 
 
 def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: str = "host") -> Explanation:

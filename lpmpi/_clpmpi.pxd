@@ -189,7 +189,7 @@ cdef extern from "lpmpi.h" nogil:
         size_t chunk
         int transport
     ctypedef struct lp_at_info_t:
-        int coll, cls, mem, acc, P, nodes
+        int coll, cls, esize, mem, acc, P, nodes
         double lo, hi, nbytes
         int state, ncand, native, choice
         lp_at_cand_t cand[12]
@@ -205,7 +205,7 @@ cdef extern from "lpmpi.h" nogil:
     double lp_tune_median(const double *x, size_t n)
     int lp_tune_pruned(double t, double best, double factor)
     int lp_tune_decide(const double *t, int n, int prefer, double tie)
-    int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc,
+    int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, int esize, lp_mem_t mem, int acc,
                          lp_at_info_t *out, int *found)
 
     int lp_cuda_built()

@@ -56,8 +56,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "class, blocking calls explore a few candidates (the table's or model's choice, MPI's own, the model's "
      "next best, chunk and transport neighbours), every rank deciding alike from the slowest rank's times, "
      "then settle; a settled choice that drifts is re-examined (docs/autotune.md); every rank must set the same")),
-    ("LPMPI_AUTOTUNE_FILE", "path", ("with LPMPI_AUTOTUNE=1: start from the rows this file holds (if it "
-     "exists) and write what was learned there at exit (rank 0 of MPI_COMM_WORLD); "
+    ("LPMPI_AUTOTUNE_FILE", "path", ("with LPMPI_AUTOTUNE=1: start from the rows this tuning table holds "
+     "(if it exists) and write what was learned at MPI_COMM_WORLD's size there at exit (rank 0); "
      "lpmpi-tune --merge folds it into a table")),
     ("LPMPI_SHM_SPIN_US", "-1..1000000", ("shared-memory transport: microseconds a waiting rank polls "
      "its peers' counters before it sleeps until they move (default 50; -1: poll, never sleep)")),

@@ -1,13 +1,13 @@
 """What the online tuner learned (``LPMPI_AUTOTUNE=1``, src/autotune.c), as tuning tables.
 
-:func:`report` gives the keys the tuner has seen as table documents, the format
-``lpmpi-tune`` writes (one document per process count, memory kind and node count), each row
-carrying, besides its choice and measured times, what the tuner saw: calls, calls to settle,
-exploration time, drift events.  ``LPMPI_AUTOTUNE_FILE=path`` writes them at exit (rank 0 of
-``MPI_COMM_WORLD``) and, at the next import, applies their rows over the loaded tables (so the
-next run starts from them); ``lpmpi-tune --merge path --into table.json`` folds them into a table.
-
-The file holds ``{"lpmpi_autotune": 1, "tables": [document, ...]}``.
+:func:`report` gives the keys the tuner settled on ``MPI_COMM_WORLD``'s size as one table (the
+format ``lpmpi-tune`` writes, ``lpmpi/tables/*.json``), each row carrying, besides its choice
+and measured times, what the tuner saw: calls, calls to settle, exploration time, drift events,
+every candidate's median (:func:`reports`: every process count, memory kind and node count).
+``LPMPI_AUTOTUNE_FILE=path`` writes that table at exit (rank 0 of ``MPI_COMM_WORLD``) and, at the
+next import, lays its rows over the loaded tables (the next run starts from them);
+``LPMPI_TUNING_FILE`` loads it as any table; ``lpmpi-tune --merge path --into table.json``
+folds it into a table.
 """
 from __future__ import annotations
 
@@ -19,9 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lpmpi import _core, _env, tables
-
-FILE_KEY = "lpmpi_autotune"
-FILE_VERSION = 1
 
 
 def state() -> list[dict[str, Any]]:
@@ -50,9 +47,9 @@ def _row(k: Mapping[str, Any]) -> dict[str, Any] | None:
     return row
 
 
-def report(keys: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """What was learned, as tuning-table documents (one per process count, memory kind, node
-    count and acc_dtype kind), rows sorted by size; keys that never settled are left out.
+def reports(keys: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """What was learned, as tuning-table documents: one per process count, memory kind, node
+    count and acc_dtype kind, rows sorted by size; keys that never settled are left out.
     Local: no communication (every rank of a communicator learned the same)."""
     keys = state() if keys is None else keys
     groups: dict[tuple[int, str, int, bool], list[dict[str, Any]]] = {}
@@ -71,27 +68,49 @@ def report(keys: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, An
         colls: dict[str, list[dict[str, Any]]] = {}
         for r in sorted(rows, key=lambda r: (r["collective"], float(r["lo"]))):
             colls.setdefault(r.pop("collective"), []).append(r)
+        # one row per size class: the dtype sizes of a class tuned apart share its bytes; the
+        # one with the most calls speaks for it
+        for name, rs in colls.items():
+            best: dict[float, dict[str, Any]] = {}
+            for r in rs:
+                if r["lo"] not in best or r["autotune"]["calls"] > best[r["lo"]]["autotune"]["calls"]:
+                    best[r["lo"]] = r
+            colls[name] = [best[lo] for lo in sorted(best, key=float)]
         docs.append({tables.VERSION_KEY: tables.TABLE_VERSION, "fingerprint": fp,
                      "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/autotune.c)"}, "collectives": colls})
     return docs
 
 
-def write(path: str | os.PathLike[str], docs: Sequence[Mapping[str, Any]] | None = None) -> None:
-    """Write ``docs`` (default: :func:`report`) to ``path`` (atomically)."""
-    docs = report() if docs is None else docs
-    tables.write_table(path, {FILE_KEY: FILE_VERSION, "tables": list(docs)})
+def report(comm: Any = None, keys: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """What was learned on communicators of ``comm``'s size (default ``MPI_COMM_WORLD``), host
+    memory, as one tuning table (a dict in the format of ``lpmpi/tables/*.json``: what
+    ``lpmpi.autotune_report()`` returns, ``LPMPI_AUTOTUNE_FILE`` holds, ``LPMPI_TUNING_FILE``
+    loads and ``lpmpi-tune --merge`` folds in), its rows only those of keys that settled; of
+    several node counts, the one with the most calls.  Other sizes: :func:`reports`."""
+    from mpi4py import MPI
+
+    P = (MPI.COMM_WORLD if comm is None else comm).Get_size()
+    keys = state() if keys is None else keys
+    docs = [d for d in reports(keys) if d["fingerprint"]["nprocs"] == P and d["fingerprint"]["memory"] == "host"
+            and "acc_dtype" not in d["fingerprint"]]
+    if not docs:
+        fp = {"mpi_library": tables.library_version_line(), "nprocs": P, "ranks_per_node": P, "nodes": 1,
+              "memory": "host", "cpu_model": tables.cpu_model(), "cpu_count": os.cpu_count()}
+        return {tables.VERSION_KEY: tables.TABLE_VERSION, "fingerprint": fp,
+                "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/autotune.c)"}, "collectives": {}}
+    calls = {d["fingerprint"]["nodes"]: sum(r["autotune"]["calls"] for rs in d["collectives"].values() for r in rs)
+             for d in docs}
+    return next(d for d in docs if d["fingerprint"]["nodes"] == max(calls, key=lambda n: calls[n]))
 
 
-def read(path: str | os.PathLike[str]) -> list[tables.Table]:
-    """The tables of an autotune file (raises :class:`lpmpi.tables.TableError` for a bad one)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise tables.TableError(f"{path}: cannot read ({exc})") from None
-    if not isinstance(doc, dict) or doc.get(FILE_KEY) != FILE_VERSION or not isinstance(doc.get("tables"), list):
-        raise tables.TableError(f"{path}: not an lpmpi autotune file ({FILE_KEY}: {FILE_VERSION} and tables)")
-    return [tables.parse_table(d, str(path)) for d in doc["tables"]]
+def write(path: str | os.PathLike[str], doc: Mapping[str, Any] | None = None) -> None:
+    """Write ``doc`` (default: :func:`report`) to ``path`` (atomically): a tuning table."""
+    tables.write_table(path, report() if doc is None else doc)
+
+
+def read(path: str | os.PathLike[str]) -> tables.Table:
+    """The table of an autotune file (raises :class:`lpmpi.tables.TableError` for a bad one)."""
+    return tables.read_table(path)
 
 
 def overlay(base: Iterable[tables.Row], top: Iterable[tables.Row]) -> list[tables.Row]:
@@ -121,23 +140,24 @@ def _span(r: tables.Row, lo: float, hi: float) -> tables.Row:
 
 
 def merge(autotune_path: str, table_path: str, out_path: str) -> tuple[int, int]:
-    """``lpmpi-tune --merge``: fold the autotune file's rows for the table's process count,
-    memory kind, node count and acc kind into the table, written to ``out_path``.  Returns
-    (rows folded in, rows in the result).  The table's fingerprint and model are kept; its
-    ``tuner`` record says what was merged."""
+    """``lpmpi-tune --merge``: fold the rows of an autotune file (a table) into the table, when
+    both are for the same process count, memory kind, node count and acc kind, written to
+    ``out_path``.  Returns (rows folded in, rows in the result).  The table's fingerprint and
+    model are kept; its ``tuner`` record says what was merged."""
     base = tables.read_table(table_path)
     with open(table_path, encoding="utf-8") as f:
         doc = json.load(f)
-    top = [r for t in read(autotune_path)
-           if (t.nprocs, t.memory, t.nodes, t.acc) == (base.nprocs, base.memory, base.nodes, base.acc)
-           for r in t.rows]
-    rows = overlay(base.rows, top)
+    t = read(autotune_path)
+    if (t.nprocs, t.memory, t.nodes, t.acc) != (base.nprocs, base.memory, base.nodes, base.acc):
+        raise tables.TableError(f"{autotune_path} is for P={t.nprocs} {t.memory} on {t.nodes} node(s), "
+                                f"{table_path} for P={base.nprocs} {base.memory} on {base.nodes}")
+    rows = overlay(base.rows, t.rows)
     new = tables.table_document(doc["fingerprint"], rows, {**doc.get("tuner", {}),
                                                          "merged_autotune": os.path.abspath(autotune_path)})
     if "model" in doc:
         new["model"] = doc["model"]
     tables.write_table(out_path, new)
-    return len(top), len(rows)
+    return len(t.rows), len(rows)
 
 
 # ----------------------------------------------------------------------------- at import / exit
@@ -155,9 +175,9 @@ def _save_at_exit() -> None:
     try:
         if MPI.COMM_WORLD.Get_rank() != 0:
             return
-        docs = report()
-        if docs:
-            write(path, docs)
+        doc = report()
+        if doc["collectives"]:
+            write(path, doc)
     except Exception as exc:  # noqa: BLE001 - the program's exit must not fail for this
         import sys
 
@@ -171,18 +191,15 @@ def warm_rows(st: tables.LoadStatus) -> list[tuple[tables.Table, tables.Row]]:
     if not (s.autotune and s.autotune_file and os.path.exists(s.autotune_file)):
         return []
     try:
-        found = read(s.autotune_file)
+        t = read(s.autotune_file)
     except tables.TableError as exc:
         st.ignored.append((s.autotune_file, str(exc)))
         return []
-    out = []
-    for t in found:
-        applies, _ = tables.compare_fingerprint(t.fingerprint, {"mpi_library": st.library})
-        if applies:
-            out += [(t, r) for r in t.rows]
-        else:
-            st.ignored.append((s.autotune_file, f"foreign: tuned with {t.fingerprint['mpi_library']!r}"))
-    return out
+    applies, _ = tables.compare_fingerprint(t.fingerprint, {"mpi_library": st.library})
+    if not applies:
+        st.ignored.append((s.autotune_file, f"foreign: tuned with {t.fingerprint['mpi_library']!r}"))
+        return []
+    return [(t, r) for r in t.rows]
 
 
 def install() -> None:

@@ -5,7 +5,7 @@
  * best so far (lp_tune_pruned), and the choice is the fastest, the preferred one (MPI's own)
  * where it is within a tie (lp_tune_decide).
  *
- * Online, per key (communicator, collective, size class, memory kind, acc_dtype, nodes; blocking
+ * Online, per key (communicator, collective, size class, dtype size, memory kind, acc_dtype, nodes; blocking
  * calls), the blocking calls of "auto":
  *
  *   explore   a few candidates (the static decision: table row or model; MPI's own; the model's
@@ -204,11 +204,11 @@ static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *b
         if (lp_algos[I->cand[i].alg].sched == &lp_sched_native) I->native = i;
 }
 
-static lp_at_key_t *key_find(lp_ctx_t *ctx, const lp_key_t *kk) {
+static lp_at_key_t *key_find(lp_ctx_t *ctx, const lp_key_t *kk, int esize) {
     int cls = size_class(kk->nbytes, NULL, NULL);
     for (lp_at_key_t *k = ctx->at_keys; k; k = k->ctx_next)
         if (k->info.coll == (int)kk->coll && k->info.cls == cls && k->info.mem == (int)kk->mem &&
-            k->info.acc == kk->acc)
+            k->info.acc == kk->acc && k->info.esize == esize)
             return k;
     return NULL;
 }
@@ -411,16 +411,16 @@ static int settled_choice(const lp_at_key_t *k, lp_choice_t *ch) {
     return 1;
 }
 
-int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *kk, lp_choice_t *ch) {
-    return lp_autotune && ctx->tcomm != MPI_COMM_NULL && settled_choice(key_find(ctx, kk), ch);
+int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *kk, int esize, lp_choice_t *ch) {
+    return lp_autotune && ctx->tcomm != MPI_COMM_NULL && settled_choice(key_find(ctx, kk, esize), ch);
 }
 
-int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int kind, lp_choice_t *ch, lp_at_slot_t *slot) {
+int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_choice_t *ch, lp_at_slot_t *slot) {
     slot->key = NULL;
     if (!lp_autotune || ctx->tcomm == MPI_COMM_NULL || ctx->size < 2 || kk->mem != LP_MEM_HOST ||
         (ch->source != LP_SRC_TABLE && ch->source != LP_SRC_MODEL) || ch->transport_source == LP_SRC_OVERRIDE)
         return LP_OK;
-    lp_at_key_t *k = key_find(ctx, kk);
+    lp_at_key_t *k = key_find(ctx, kk, esize);
     if (kind != LP_REQ_BLOCKING) {                   /* the settled choice, not measured */
         settled_choice(k, ch);
         return LP_OK;
@@ -433,6 +433,7 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int kind, lp_choice_t *c
         I->cls = size_class(kk->nbytes, &I->lo, &I->hi);
         I->mem = (int)kk->mem;
         I->acc = kk->acc;
+        I->esize = esize;
         I->P = kk->P;
         I->nodes = kk->nodes;
         I->nbytes = (double)kk->nbytes;
@@ -524,8 +525,8 @@ int lp_autotune_report(lp_at_info_t *out, int max) {
     return n;
 }
 
-int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *kk, lp_at_info_t *out) {
-    lp_at_key_t *k = ctx ? key_find(ctx, kk) : NULL;
+int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *kk, int esize, lp_at_info_t *out) {
+    lp_at_key_t *k = ctx ? key_find(ctx, kk, esize) : NULL;
     if (!k) return 0;
     *out = k->info;
     out->comm_live = 1;

@@ -60,15 +60,15 @@ int lp_decide(lp_ctx_t *ctx, const lp_key_t *key, int alg, size_t chunk_bytes, l
 extern int lp_autotune;
 typedef struct { struct lp_at_key *key; int index; double t0; } lp_at_slot_t;
 /* a call's choice under LPMPI_AUTOTUNE (ch: the static decision, replaced; slot: the blocking
- * call's place in its key's window, to be closed by lp_autotune_done: ran 1 ok, 0 failed, -1
+ * call's place in its key's window (esize: the dtype's size, part of the key), to be closed by lp_autotune_done: ran 1 ok, 0 failed, -1
  * never ran) */
-int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *key, int kind, lp_choice_t *ch, lp_at_slot_t *slot);
+int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *key, int esize, int kind, lp_choice_t *ch, lp_at_slot_t *slot);
 int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran);
 int lp_autotune_open(lp_ctx_t *ctx);       /* the context's duplicate (context.c, first call) */
 void lp_autotune_detach(lp_ctx_t *ctx);    /* its communicator goes (context.c) */
-int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *key, lp_at_info_t *out);
+int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *key, int esize, lp_at_info_t *out);
 /* the key's settled choice into *ch (1), or 0 where it has none (persistent requests' starts) */
-int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *key, lp_choice_t *ch);
+int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *key, int esize, lp_choice_t *ch);
 
 /* ---- contexts (context.c) ---- */
 struct lp_ctx {
@@ -202,6 +202,7 @@ struct lp_req {
     int at_follow;            /* LPMPI_AUTOTUNE: a persistent "auto" request, which takes its key's
                                  settled choice at each start (request.c req_retune) */
     lp_key_t at_key;
+    int at_esize;
     long long t_start;        /* LPMPI_TIMEOUT on: when it started (ns, CLOCK_MONOTONIC) */
     long nat_ticket;          /* its place in ctx's order of native issues (-1: none held) */
     /* memory (grow-only while the request is reused) */

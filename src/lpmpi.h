@@ -365,7 +365,7 @@ int lp_autotune_set(int on);
 #define LP_AT_MAXC 12
 typedef struct { int alg; size_t chunk; int transport; } lp_at_cand_t;   /* transport: LP_TP_* (0: none) */
 typedef struct {
-    int coll, cls, mem, acc, P, nodes;
+    int coll, cls, esize, mem, acc, P, nodes;
     double lo, hi, nbytes;          /* the size class [lo, hi) of the key's bytes; its first call's */
     int state;                      /* 0 exploring, 1 settled */
     int ncand, native, choice;      /* native: the candidate that is MPI's own (-1: none) */
@@ -392,9 +392,10 @@ int lp_autotune_report(lp_at_info_t *out, int max);
 double lp_tune_median(const double *x, size_t n);
 int lp_tune_pruned(double t, double best, double factor);
 int lp_tune_decide(const double *t, int n, int prefer, double tie);
-/* the online state of comm's key for (coll, nbytes, mem, acc): *found 1 and *out, 0 where none */
-int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, lp_at_info_t *out,
-                     int *found);
+/* the online state of comm's key for (coll, nbytes, the dtype's size, mem, acc): *found 1 and
+ * *out, 0 where none */
+int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, int esize, lp_mem_t mem, int acc,
+                     lp_at_info_t *out, int *found);
 
 /* ---- device memory (device.c) ----
  * A build with CUDA (nvcc found: LPMPI_HAVE_CUDA) accepts LP_MEM_CUDA buffers; device memory

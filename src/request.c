@@ -383,7 +383,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     LP_TRY(call_decide(&c, k));
     if (lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes) {   /* the online tuner's turn */
-        LP_TRY(lp_autotune_pick(ctx, &c.key, kind, &c.ch, &slot));
+        LP_TRY(lp_autotune_pick(ctx, &c.key, (int)lp_dtype_size(k->dt), kind, &c.ch, &slot));
         call_ring_transport(&c, k);
     }
     const lp_choice_t ch = c.ch;
@@ -404,6 +404,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
         /* an "auto" persistent request follows its key's settled choice from start to start */
         r->at_follow = lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes && ctx->tcomm != MPI_COMM_NULL;
         r->at_key = c.key;
+        r->at_esize = (int)lp_dtype_size(k->dt);
     }
     lp_plan_key_t key = {ch.alg, coll, dt, op, root, c.xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
                          acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
@@ -485,7 +486,7 @@ static int not_blocking(const lp_req_t *r, const char *what) {
 static int req_retune(lp_req_t *r) {
     int rc = LP_OK;
     lp_choice_t ch = {.alg = r->alg, .chunk = (size_t)r->ck[LP_CK_CHUNK], .transport = r->a.transport};
-    if (!lp_autotune_settled(r->ctx, &r->at_key, &ch)) return LP_OK;
+    if (!lp_autotune_settled(r->ctx, &r->at_key, r->at_esize, &ch)) return LP_OK;
     if (!lp_algos[ch.alg].chunked) ch.chunk = 0;
     if (ch.alg == r->alg && (int64_t)ch.chunk == r->ck[LP_CK_CHUNK] && ch.transport == r->a.transport)
         return LP_OK;
@@ -614,13 +615,13 @@ cleanup:
     return rc;
 }
 
-int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, lp_mem_t mem, int acc, lp_at_info_t *out,
-                     int *found) {
+int lp_comm_autotune(MPI_Comm comm, lp_coll_t coll, size_t nbytes, int esize, lp_mem_t mem, int acc,
+                     lp_at_info_t *out, int *found) {
     lp_ctx_t *ctx = NULL;
     int rc = lp_ctx_find(comm, &ctx);
     if (rc != LP_OK) return rc;
     const lp_key_t k = {.coll = coll, .nbytes = nbytes, .mem = mem, .acc = acc != 0};
-    *found = ctx ? lp_autotune_key_info(ctx, &k, out) : 0;
+    *found = ctx ? lp_autotune_key_info(ctx, &k, esize, out) : 0;
     return LP_OK;
 }
 

@@ -49,10 +49,10 @@ def test_report_file_warm_start_and_merge(tmp_path):
     at_exit = tmp_path / "at_exit.json"
     _spawn(2, "save", "--out", str(rep), env={"LPMPI_AUTOTUNE_FILE": str(at_exit)})
     from lpmpi import autotune, tables
-    got = autotune.read(rep)
-    assert got and all(t.rows for t in got)
-    assert json.loads(at_exit.read_text())["lpmpi_autotune"] == 1      # written at exit too
-    row = json.loads(rep.read_text())["tables"][0]["collectives"]["allreduce"][0]
+    got = autotune.read(rep)                                           # a plain tuning table
+    assert got.rows and got.nprocs == 2 and not got.skipped
+    assert tables.read_table(at_exit).rows                             # written at exit too
+    row = json.loads(rep.read_text())["collectives"]["allreduce"][0]
     assert row["autotune"]["settle_calls"] <= 64 and row["autotune"]["calls"] >= 64, row
     # the next run starts from it: its rows applied over the tables (explain shows them)
     probe = ("import lpmpi, json; from mpi4py import MPI; st = lpmpi.tables.status(); "
@@ -62,6 +62,11 @@ def test_report_file_warm_start_and_merge(tmp_path):
     assert rc == 0, out
     warm, source = json.loads(out.strip().splitlines()[-1])
     assert warm > 0 and source == "table", out
+    # LPMPI_TUNING_FILE loads it as any table
+    probe2 = "import lpmpi; print(len(lpmpi.tables.status().applied[0].rows))"
+    r = subprocess.run([sys.executable, "-c", probe2], env=child_env({"LPMPI_TUNING_FILE": str(rep)}),
+                       capture_output=True, text=True, timeout=60, cwd=str(TESTS), check=False)
+    assert r.returncode == 0 and int(r.stdout.split()[-1]) == len(got.rows), r.stdout + r.stderr
     # lpmpi-tune --merge: the rows folded into a shipped table of the same P
     shipped = next(p for p in tables.shipped_tables() if p.endswith("mpich-P2-host-epyc.json"))
     merged = tmp_path / "merged.json"
@@ -71,7 +76,7 @@ def test_report_file_warm_start_and_merge(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     t = tables.read_table(merged)
     assert not t.skipped and t.rows
-    learned = got[0].rows[0]
+    learned = got.rows[0]
     at = t.lookup(learned.collective, int(learned.lo))
     assert (at.algorithm, at.chunk_bytes) == (learned.algorithm, learned.chunk_bytes)
 

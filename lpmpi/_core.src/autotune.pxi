@@ -35,7 +35,7 @@ cdef dict _at_info(const lp_at_info_t *I):
                       "transport": _tp_name(c.transport),
                       "seconds": None if I.median[i] != I.median[i] else I.median[i],
                       "samples": I.samples[i], "alive": bool(I.alive[i])})
-    return {"collective": COLLECTIVES[I.coll], "lo": I.lo, "hi": I.hi, "nbytes": int(I.nbytes),
+    return {"collective": COLLECTIVES[I.coll], "lo": I.lo, "hi": I.hi, "nbytes": int(I.nbytes), "itemsize": I.esize,
             "memory": MEMORY_KINDS[I.mem], "acc": bool(I.acc), "nprocs": I.P, "nodes": I.nodes,
             "state": ("exploring", "settled")[I.state], "choice": I.choice if I.settles else None,
             "native": I.native if I.native >= 0 else None, "candidates": cands,
@@ -61,14 +61,14 @@ def autotune_state():
     finally:
         PyMem_Free(buf)
 
-def autotune_key(collective, nbytes, comm=None, memory="host", bint acc=False):
-    """The online state of comm's key for a call of ``nbytes`` (the key's bytes), None where
-    the tuner has none."""
+def autotune_key(collective, nbytes, comm=None, memory="host", bint acc=False, int itemsize=4):
+    """The online state of comm's key for a call of ``nbytes`` (the key's bytes) of a dtype of
+    ``itemsize`` bytes, None where the tuner has none."""
     cdef int size = 0, found = 0, c = _coll_index(collective)
     cdef lp_at_info_t I
     cdef MPI_Comm h
     _comm(comm, &h, &size)
-    rc = lp_comm_autotune(h, c, nbytes * (2 if acc else 1), MEMORY_KINDS.index(memory), acc, &I, &found)
+    rc = lp_comm_autotune(h, c, nbytes * (2 if acc else 1), itemsize, MEMORY_KINDS.index(memory), acc, &I, &found)
     if rc != LP_OK:
         _raise_status(rc)
     return _at_info(&I) if found else None

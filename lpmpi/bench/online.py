@@ -146,7 +146,7 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
             quiet = _series(comm, call, ncalls)
             grid = _grid(tuned, s, count, call)
             kb = _core.call_decision(s.collective, bufs.send, bufs.recv, s.op, s.root, tuned)["key"][2]
-            key = _core.autotune_key(s.collective, kb, tuned)
+            key = _core.autotune_key(s.collective, kb, tuned, itemsize=s.dtype.itemsize)
             row: dict[str, Any] = {"collective": s.collective, "nbytes": nbytes, "quiet": _phase(quiet),
                                    "grid": grid, "key": key}
             best = grid["best_us"] * 1e-6
@@ -168,7 +168,7 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
                 grid_l = _grid(tuned, s, count, call)
                 _busy(comm, False, procs)
                 after = _series(comm, call, ncalls)
-                key2 = _core.autotune_key(s.collective, kb, tuned)
+                key2 = _core.autotune_key(s.collective, kb, tuned, itemsize=s.dtype.itemsize)
                 row.update(loaded=_phase(loaded), grid_loaded=grid_l, after=_phase(after), key_after=key2,
                            loaded_ratio=grid_l["tuned_us"] / grid_l["best_us"],
                            loaded_tail_ratio=row_ratio(loaded, grid_l["best_us"]),
