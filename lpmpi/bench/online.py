@@ -53,6 +53,21 @@ def _series(comm: MPI.Comm, call: Callable[[], Any], n: int) -> np.ndarray:
     return harness.max_over_ranks(comm, local)
 
 
+def _blocks(comm: MPI.Comm, calls: Sequence[Callable[[], Any]], per: int, rounds: int = 4) -> list[float]:
+    """Each call's median time (the slowest rank's, seconds) over ``rounds`` rounds of ``per``
+    consecutive calls of each, in an order rotated by round: blocks of the same call as a
+    training loop makes them (call-by-call interleaving would make every call of an "auto"
+    under the tuner follow another configuration's, which it is not in a program, and which its
+    drift watch would see as a change of the machine)."""
+    times: list[list[float]] = [[] for _ in calls]
+    for r in range(rounds):
+        for j in range(len(calls)):
+            i = (j + r) % len(calls)
+            calls[i]()                                  # the block's first call: its plan again
+            times[i] += list(_series(comm, calls[i], per))
+    return [float(np.median(t)) for t in times]
+
+
 def _warm(comm: MPI.Comm) -> None:
     """One lpmpi call on comm of a key no size of the run shares (a 1-byte bcast)."""
     lpmpi.bcast(np.zeros(1, np.uint8), root=0, comm=comm)
@@ -79,8 +94,8 @@ def _grid(comm: MPI.Comm, s: Settings, count: int, tuned_call: Callable[[], Any]
     segment runs in a fast or a slow spell for its whole life, docs/autotune.md): the grid
     (screening, every explicit configuration, untouched by the tuner), then its best, the static
     choice (the table's or the model's, as an explicit configuration), MPI's own and the tuned
-    call (auto, settled: its windows' agreements included) measured again side by side,
-    interleaved call by call: the times reported."""
+    call (auto, settled: its windows' agreements included) measured again side by side in
+    blocks of consecutive calls (:func:`_blocks`): the times reported."""
     nbytes = whole_blocks(s.collective, count, comm.Get_size()) * s.dtype.itemsize
     from lpmpi.bench.cases import make_call
     from lpmpi.bench.nodes import node_transports
@@ -100,11 +115,11 @@ def _grid(comm: MPI.Comm, s: Settings, count: int, tuned_call: Callable[[], Any]
     if NATIVE in by:
         finals["native"] = Case(NATIVE, NATIVE)
     calls = [make_call(c, s.collective, bufs, s.op, s.root, comm) for c in finals.values()] + [tuned_call]
-    t = harness.measure(comm, calls, harness.Repetitions(min_time=s.min_time * 3), warmup=s.warmup)
-    us = {k: t[i].median * 1e6 for i, k in enumerate(finals)}
+    t = _blocks(comm, calls, per=max(8, min(32, int(s.min_time / max(best.time_us or 1, 1) * 1e6 / 4))))
+    us = {k: t[i] * 1e6 for i, k in enumerate(finals)}
     return {"best": best.label, "best_us": us["best"], "screen_best_us": best.time_us, "grid_size": len(timed),
             "static_us": us["static"], "static": chunk_label(alg, chunk, None, tp),
-            "native_us": us.get("native"), "tuned_us": t[-1].median * 1e6}
+            "native_us": us.get("native"), "tuned_us": t[-1] * 1e6}
 
 
 def _phase(times: np.ndarray) -> dict[str, Any]:
@@ -127,7 +142,8 @@ def run_online(comm: MPI.Comm, s: Settings, counts: Sequence[int], ncalls: int, 
     out(f"{'size':>9} {'settle':>6} {'explore':>8} {'excess':>8} {'tuned_us':>10} {'grid_best':<16} "
         f"{'best_us':>10} {'ratio':>6} {'static_us':>10} {'native_us':>10}  choice")
     out("#   settle: calls to settle; explore: the first 64 calls over 64 x the grid's best; excess: over 64 x"
-        " the loop's own settled level; tuned/best/static/native: interleaved, after the loop")
+        " the loop's own settled level; tuned/best/static/native: after the loop, in rotated blocks of"
+        " consecutive calls on the tuner's communicator")
     prev = _core.set_autotune(True)
     try:
         for count in counts:

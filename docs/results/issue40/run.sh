@@ -5,7 +5,7 @@ set -u
 OUT=${1:-/tmp/issue40}
 mkdir -p "$OUT"
 MPIEXEC=${MPIEXEC:-.venv/bin/mpiexec}
-LPB=${LPB:-.venv/bin/lpmpi-bench}
+LPB=${LPB:-.venv/bin/lpmpi-bench}   # (a frozen build: LPB="env PYTHONPATH=/tmp/meas .venv/bin/python -m lpmpi.bench")
 SIZES=${SIZES:-4K,64K,1M,16M,64M}
 lscpu | grep "Model name" > "$OUT/cpu.txt"
 for i in 1 2 3 4; do
