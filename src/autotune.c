@@ -19,11 +19,11 @@
  *             transports) join it for rounds 2 and 3 again (twice at most: a hill climb), then
  *             the choice is lp_tune_decide's.
  *   settled   the choice runs; its per-call times are agreed the same way once per window
- *             (window: about 100 us of calls, 8..64), the reduction waited for one window
+ *             (window: about 100 us of calls, 16..64), the reduction waited for one window
  *             later (off the critical path).  The first settled window's median is the
  *             reference (exploring calls switch plans from call to call: their times are no
  *             reference for a choice that runs alone); a window whose median is more than
- *             DRIFT slower or faster than it, twice in a row, re-explores: the previous
+ *             DRIFT slower or faster than it, three times in a row, re-explores: the previous
  *             winners, MPI's own and the static choice.
  *
  * Every rank takes the same decision at the same call of a key: the call counts are equal on
@@ -82,7 +82,7 @@ static const int round_reps[] = {1, 2, 4};               /* calls per candidate,
 #define AT_FIRST 10         /* candidates of the first round at most */
 #define AT_BUDGET 64        /* calls of one exploration at most: it settles before a round would pass it */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
-#define DRIFT_WINDOWS 2     /* in a row: re-explore */
+#define DRIFT_WINDOWS 3     /* in a row: re-explore (2 re-explored on this VM's noise alone) */
 #define TIE 0.03            /* within this of MPI's own: MPI's own (lpmpi.tune's TIE) */
 
 enum { AT_EXPLORE = 0, AT_SETTLED = 1 };
@@ -220,7 +220,7 @@ static void window_start(lp_at_key_t *k) {
         /* about 100 us of calls, 8..64: the reduction's cost hidden in many calls when small */
         double t = I->last_seconds > 0 ? I->last_seconds : I->seconds > 0 ? I->seconds : 1e-5;
         int w = (int)ceil(100e-6 / t);
-        k->wlen = w < 8 ? 8 : w > AT_WIN ? AT_WIN : w;
+        k->wlen = w < 16 ? 16 : w > AT_WIN ? AT_WIN : w;
         for (int i = 0; i < k->wlen; i++) k->wc[i] = I->choice;
         return;
     }
