@@ -34,7 +34,8 @@ def _spawn(nprocs, script, *args, env=None, timeout=600):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs,args", [pytest.param(1, ["--quick"], marks=pytest.mark.full), (2, []),
-                                         (2, ["--x64"]), (3, ["--quick"]),
+                                         (2, ["--x64"]),
+                                         pytest.param(3, ["--quick"], marks=pytest.mark.full),
                                          pytest.param(4, ["--quick"], marks=pytest.mark.full)],
                          ids=["P1", "P2", "P2-x64", "P3", "P4"])
 def test_collectives_against_references(nprocs, args):
