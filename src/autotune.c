@@ -205,11 +205,18 @@ static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *b
 }
 
 static lp_at_key_t *key_find(lp_ctx_t *ctx, const lp_key_t *kk, int esize) {
+    lp_at_key_t *k = (unsigned)kk->coll < LP_NCOLLS ? ctx->at_last[kk->coll] : NULL;
+    const double b = (double)kk->nbytes;
+    if (k && k->info.mem == (int)kk->mem && k->info.acc == kk->acc && k->info.esize == esize &&
+        b >= k->info.lo && b < k->info.hi && kk->nbytes)      /* the collective's last key */
+        return k;
     int cls = size_class(kk->nbytes, NULL, NULL);
-    for (lp_at_key_t *k = ctx->at_keys; k; k = k->ctx_next)
+    for (k = ctx->at_keys; k; k = k->ctx_next)
         if (k->info.coll == (int)kk->coll && k->info.cls == cls && k->info.mem == (int)kk->mem &&
-            k->info.acc == kk->acc && k->info.esize == esize)
+            k->info.acc == kk->acc && k->info.esize == esize) {
+            ctx->at_last[kk->coll] = k;
             return k;
+        }
     return NULL;
 }
 
@@ -495,6 +502,7 @@ void lp_autotune_detach(lp_ctx_t *ctx) {
         pthread_mutex_unlock(&klock);
     }
     ctx->at_keys = NULL;
+    memset(ctx->at_last, 0, sizeof ctx->at_last);
     if (ctx->tcomm != MPI_COMM_NULL) MPI_Comm_free(&ctx->tcomm);
 }
 
