@@ -139,8 +139,7 @@ static int eff_transport(const lp_ctx_t *ctx, int alg, size_t nbytes, int tp) {
     const lp_algo_t *A = &lp_algos[alg];
     int shm = ctx->shm != NULL && A->shm, cma = ctx->pids != NULL && A->cma;
     if (!shm && !cma) return 0;
-    static const int of_ring[] = {LP_TP_MPI, LP_TP_SHM, LP_TP_CMA};
-    return of_ring[lp_ring_transport(shm, cma, nbytes, tp)];
+    return lp_tp_of_ring(lp_ring_transport(shm, cma, nbytes, tp));
 }
 
 static void add_cand(lp_at_key_t *k, const lp_ctx_t *ctx, int alg, size_t chunk, int tp) {

@@ -343,6 +343,11 @@ static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes, int
     if (has_shm && nbytes >= lp_nt_rule.shm_min && nbytes < lp_nt_rule.shm_max) return LP_RING_SHM;
     return LP_RING_MPI;
 }
+/* the LP_TP_* a resolved LP_RING_* is (0 for -1: no node-local ring) */
+static inline int lp_tp_of_ring(int ring_tp) {
+    return ring_tp == LP_RING_MPI ? LP_TP_MPI : ring_tp == LP_RING_SHM ? LP_TP_SHM
+           : ring_tp == LP_RING_CMA ? LP_TP_CMA : 0;
+}
 /* collective on comm (one node): map a segment on every rank, *out NULL where any rank failed */
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);
 void lp_shm_close(lp_shm_t *s);

@@ -250,13 +250,14 @@ cleanup:
 
 /* the ring's node-local transport of c's choice, resolved here once by the key's bytes (the
  * schedule follows it: req_plan) */
+static int ring_tp_for(const lp_ctx_t *ctx, lp_coll_t coll, size_t count, int dev, int alg, size_t nbytes,
+                       int tp) {
+    const lp_algo_t *A = &lp_algos[alg];
+    if (!(count || lp_count_keyless(coll)) || ctx->size < 2 || dev || !(A->cma || A->shm)) return -1;
+    return lp_ring_transport(ctx->shm != NULL && A->shm, ctx->pids != NULL && A->cma, nbytes, tp);
+}
 static void call_ring_transport(call_t *c, const lp_call_t *k) {
-    const lp_ctx_t *ctx = c->ctx;
-    const lp_algo_t *A = &lp_algos[c->ch.alg];
-    c->ring_tp = -1;
-    if ((k->count || lp_count_keyless(k->coll)) && ctx->size > 1 && !c->dev && (A->cma || A->shm))
-        c->ring_tp = lp_ring_transport(ctx->shm != NULL && A->shm, ctx->pids != NULL && A->cma,
-                                       c->key.nbytes, c->ch.transport);
+    c->ring_tp = ring_tp_for(c->ctx, k->coll, k->count, c->dev != NULL, c->ch.alg, c->key.nbytes, c->ch.transport);
 }
 
 /* 4: the key (lp_decision_key: what every rank shares), the decision, and the ring's node-local
@@ -302,9 +303,8 @@ int lp_call_decision(lp_decision_t *out, const lp_call_t *k) {
         return LP_FAIL(LP_ERR_ARG, "lp_request_decision: the communicator is not prepared (lp_comm_prepare)");
     LP_TRY(call_check(&c, k));
     LP_TRY(call_decide(&c, k));
-    static const int tp_of_ring[] = {LP_TP_MPI, LP_TP_SHM, LP_TP_CMA};
     *out = (lp_decision_t){.choice = c.ch, .key = c.key,
-                           .ring_transport = c.ring_tp >= 0 ? tp_of_ring[c.ring_tp] : 0};
+                           .ring_transport = lp_tp_of_ring(c.ring_tp)};
     out->choice.staging = call_staging(&c);
 cleanup:
     return rc;
@@ -491,11 +491,8 @@ static int req_retune(lp_req_t *r) {
     if (ch.alg == r->alg && (int64_t)ch.chunk == r->ck[LP_CK_CHUNK] && ch.transport == r->a.transport)
         return LP_OK;
     lp_args_t *a = &r->a;
-    const lp_algo_t *A = &lp_algos[ch.alg];
-    int ring_tp = -1;
-    if ((a->count || lp_count_keyless(a->coll)) && a->size > 1 && !a->dev && (A->cma || A->shm))
-        ring_tp = lp_ring_transport(r->ctx->shm != NULL && A->shm, r->ctx->pids != NULL && A->cma,
-                                    r->at_key.nbytes, ch.transport);
+    const int ring_tp = ring_tp_for(r->ctx, a->coll, a->count, a->dev != NULL, ch.alg, r->at_key.nbytes,
+                                    ch.transport);
     lp_req_persistent_free(r);
     r->alg = ch.alg;
     a->chunk_elems = ch.chunk / a->esize ? ch.chunk / a->esize : 1;
@@ -521,7 +518,7 @@ int lp_req_choice(const lp_req_t *r, int *alg, size_t *chunk, int *transport) {
     if (!r) return LP_FAIL(LP_ERR_ARG, "NULL request");
     *alg = r->alg;
     *chunk = r->key.chunk;
-    *transport = r->a.ring_tp >= 0 ? (int[]){LP_TP_MPI, LP_TP_SHM, LP_TP_CMA}[r->a.ring_tp] : 0;
+    *transport = lp_tp_of_ring(r->a.ring_tp);
     return LP_OK;
 }
 
