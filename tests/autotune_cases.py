@@ -197,7 +197,7 @@ def scenario_drift(comm, rng):
 
     run(80, 0)
     k0 = _core.autotune_key("allreduce", 4096, comm)
-    run(120, 3e-3)
+    run(200, 3e-3)     # long enough to re-explore and settle under the load (first window included)
     k1 = _core.autotune_key("allreduce", 4096, comm)
     run(200, 0)
     k2 = _core.autotune_key("allreduce", 4096, comm)
