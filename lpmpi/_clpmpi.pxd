@@ -122,6 +122,10 @@ cdef extern from "lpmpi.h" nogil:
 
     void lp_configure(size_t max_msg_bytes, int window, int check)
     long long lp_set_timeout_ns(long long ns)
+    int lp_fr_configure(long size, const char *dir, double abort_timeout_s)
+    int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn) nogil
+    int lp_trace_configure(const char *dir, unsigned long long max_records)
+    int lp_trace_close(char *path, size_t n) nogil
     int lp_window_get()
     int lp_algo_count()
     const char *lp_algo_name(int alg)

@@ -26,6 +26,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t, int64_t, uint64_t
 from cpython.pycapsule cimport PyCapsule_IsValid, PyCapsule_GetPointer, PyCapsule_SetName
 
 import enum as _enum
+import os
 import sys
 import numpy as np
 from operator import index as _index
@@ -57,4 +58,5 @@ include "_core.src/request.pxi"
 include "_core.src/collectives.pxi"
 include "_core.src/tuning.pxi"
 include "_core.src/autotune.pxi"
+include "_core.src/flight.pxi"
 include "_core.src/xla.pxi"

@@ -25,7 +25,7 @@ _W, _S = engine.WINDOW_MAX, engine.STAGING_MAX
 VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_ALGORITHM", "name", ('force "auto" to one algorithm (lp, mst, be, ring, native; any '
      "case); a collective lacking it stays on auto")),
-    ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (8, 64K, 1MiB, ...)"),
+    ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (1K at least: 1K, 64K, 1MiB, ...; smaller values warn and are ignored)"),
     ("LPMPI_TUNING_FILE", "path[:path...]|none", "load these tuning tables instead of the shipped ones; none: no table"),
     ("LPMPI_TABLES_AS", "table file", ("load the shipped tables as they apply on the machine this shipped "
      "table (a file name in lpmpi/tables, or a path) was measured on: its MPI library and CPU model, "
@@ -59,6 +59,19 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_AUTOTUNE_FILE", "path", ("with LPMPI_AUTOTUNE=1: start from the rows this tuning table holds "
      "(if it exists) and write what was learned at MPI_COMM_WORLD's size there at exit (rank 0); "
      "lpmpi-tune --merge folds it into a table")),
+    ("LPMPI_TRACE", "directory", ("write every rank's collectives to directory/trace.<rank>.json (Chrome "
+     "trace events: Perfetto, chrome://tracing) at exit; lpmpi-trace directory merges and summarises them "
+     "(docs/debugging.md)")),
+    ("LPMPI_TRACE_MAX", "calls", ("with LPMPI_TRACE: calls a rank records in full (default 100000); past "
+     "them one call in 100 of each communicator")),
+    ("LPMPI_FR_SIZE", "0..16777216", ("the flight recorder: the last calls each rank keeps, with their state "
+     "(default 256; 0: off)")),
+    ("LPMPI_FR_DIR", "directory", ("where the flight recorder is dumped (fr.<rank>.json): by the watchdog, on "
+     "SIGUSR1, by lpmpi.dump_flight_recorder(); default lpmpi-fr in the working directory; lpmpi-trace "
+     "--hang directory says where the ranks diverged")),
+    ("LPMPI_ABORT_TIMEOUT", "seconds", ("the watchdog of last resort: a collective not complete after this "
+     "long dumps the flight recorder, says what it waits for and aborts the job (default 1800; 0: never); "
+     "free (a thread that wakes every few seconds)")),
     ("LPMPI_SHM_SPIN_US", "-1..1000000", ("shared-memory transport: microseconds a waiting rank polls "
      "its peers' counters before it sleeps until they move (default 50; -1: poll, never sleep)")),
 )
@@ -89,14 +102,44 @@ class Settings:
     timeout: float = 0.0               # LPMPI_TIMEOUT: seconds, 0 = off
     autotune: bool = False             # LPMPI_AUTOTUNE
     autotune_file: str | None = None   # LPMPI_AUTOTUNE_FILE
+    trace: str | None = None           # LPMPI_TRACE: directory
+    trace_max: int = 0                 # LPMPI_TRACE_MAX (0: the engine's default)
+    fr_size: int = 256                 # LPMPI_FR_SIZE
+    fr_dir: str | None = None          # LPMPI_FR_DIR
+    abort_timeout: float = 1800.0      # LPMPI_ABORT_TIMEOUT: seconds, 0 = never
+
+
+def _caller_level() -> int:
+    """The stacklevel of the first frame outside lpmpi and the import machinery, as seen from
+    the warnings.warn call in _ignore: a warning points at the user's ``import lpmpi`` (or
+    their call), not at this file."""
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    f, level = sys._getframe(2), 2          # the caller of _ignore: warn's level 2
+    while f is not None:
+        name = f.f_code.co_filename
+        internal = "importlib" in name and "_bootstrap" in name    # warn() does not count these
+        if not (name.startswith(here) or internal):
+            return level
+        f, level = f.f_back, level + (not internal)
+    return 2
 
 
 def _ignore(name: str, value: str, why: str) -> None:
-    warnings.warn(f"lpmpi: ignoring {name}={value!r} ({why})", stacklevel=4)
+    warnings.warn(f"lpmpi: ignoring {name}={value!r} ({why})", stacklevel=_caller_level())
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "").strip().lower() not in _FALSE
+    """A 0|1 switch: "" and 0 off, 1 on (true/false, yes/no, on/off too, any case); anything
+    else warns and leaves it off (the default of every switch)."""
+    v = env.get(name, "").strip().lower()
+    if v in _FALSE:
+        return False
+    if v in ("1", "true", "yes", "on"):
+        return True
+    _ignore(name, env[name], "not 0 or 1")
+    return False
 
 
 def _size(env: Mapping[str, str], name: str) -> int:
@@ -144,7 +187,7 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         nt = ""
     return Settings(
         algorithm=alg,
-        chunk_bytes=_size(env, "LPMPI_CHUNK_BYTES") or None,
+        chunk_bytes=_chunk(env),
         tuning_file=env.get("LPMPI_TUNING_FILE", "").strip() or None,
         tables_as=env.get("LPMPI_TABLES_AS", "").strip() or None,
         window=_ranged(env, "LPMPI_WINDOW", 1, _W),
@@ -160,20 +203,43 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         timeout=_seconds(env, "LPMPI_TIMEOUT"),
         autotune=_flag(env, "LPMPI_AUTOTUNE"),
         autotune_file=env.get("LPMPI_AUTOTUNE_FILE", "").strip() or None,
+        trace=env.get("LPMPI_TRACE", "").strip() or None,
+        trace_max=_ranged(env, "LPMPI_TRACE_MAX", 1, 1 << 40),
+        fr_size=_fr_size(env),
+        fr_dir=env.get("LPMPI_FR_DIR", "").strip() or None,
+        abort_timeout=_seconds(env, "LPMPI_ABORT_TIMEOUT", 1800.0, zero=True),
     )
 
 
-def _seconds(env: Mapping[str, str], name: str) -> float:
+def _chunk(env: Mapping[str, str]) -> int | None:
+    n = _size(env, "LPMPI_CHUNK_BYTES")
+    if n and n < engine.CHUNK_MIN:
+        _ignore("LPMPI_CHUNK_BYTES", env["LPMPI_CHUNK_BYTES"], f"below the smallest chunk, {engine.CHUNK_MIN} bytes")
+        return None
+    return n or None
+
+
+def _fr_size(env: Mapping[str, str]) -> int:
+    v = env.get("LPMPI_FR_SIZE", "").strip()
+    if v == "0":
+        return 0
+    return _ranged(env, "LPMPI_FR_SIZE", 1, 1 << 24) or 256
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float = 0.0, zero: bool = False) -> float:
+    """Seconds in (0, 1e6] (zero: 0 too, meaning never); unset or bad: default."""
     v = env.get(name, "").strip()
     if not v:
-        return 0.0
+        return default
     try:
         t = float(v)
     except ValueError:
         t = -1.0
-    if not 0 < t <= 1e6:          # NaN fails the comparison too
-        _ignore(name, v, "not a number of seconds in (0, 1e6]")
+    if zero and t == 0:
         return 0.0
+    if not 0 < t <= 1e6:          # NaN fails the comparison too
+        _ignore(name, v, "not a number of seconds in " + ("[0, 1e6] (0: never)" if zero else "(0, 1e6]"))
+        return default
     return t
 
 
@@ -208,6 +274,11 @@ def apply() -> Settings:
     if s.shm_spin_us is not None:
         _core._configure_shm_spin(s.shm_spin_us)
     _core._configure_timeout(s.timeout)
+    _core._configure_flight(s.fr_size, os.path.abspath(s.fr_dir) if s.fr_dir else "", s.abort_timeout)
+    if s.trace:
+        from lpmpi import trace
+
+        trace.start(s.trace, s.trace_max)
     _core.set_autotune(s.autotune)
     for coll in _core.COLLECTIVES:
         # an algorithm that a collective lacks (ring for bcast) leaves that collective on auto

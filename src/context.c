@@ -153,16 +153,22 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     c->comm = MPI_COMM_NULL;
     c->tcomm = MPI_COMM_NULL;
     c->user = user;
-    {   /* nonblocking on every rank (MPI never matches MPI_Comm_dup with MPI_Comm_idup, and
-         * LPMPI_TIMEOUT, agreed only after this, may be set on some ranks): the watchdog's
-         * wait, where it is on, fails if a rank never enters this first call */
+    {   /* every rank is here (a nonblocking barrier: LPMPI_TIMEOUT, agreed only after this,
+         * may be set on some ranks; the watchdog's wait, where it is on, fails if a rank never
+         * enters this first call), then the duplicate, blocking.  Not MPI_Comm_idup: MPICH's
+         * nonblocking context-id agreement, beside a blocking one of another thread (this
+         * function's MPI_Comm_split_type for another communicator), livelocked about once in
+         * 1000 runs of four threads' first calls on four communicators (issue 41: both ranks
+         * spinning, one thread in MPI_Comm_split_type, one in the MPI_Comm_idup's wait); the
+         * blocking agreements order themselves (the lowest context id goes first) */
         MPI_Request q = MPI_REQUEST_NULL;
         MPI_Comm dup = MPI_COMM_NULL;
         int P = 0;
         LP_MPI(MPI_Comm_size(user, &P));
-        LP_MPI(MPI_Comm_idup(user, &dup, &q));
-        rc = lp_mpi_wait_timed(&q, "the first lpmpi collective on this communicator (MPI_Comm_idup)", P);
-        if (rc != LP_OK) goto cleanup;     /* the pending duplicate is left to MPI */
+        LP_MPI(MPI_Ibarrier(user, &q));
+        rc = lp_mpi_wait_timed(&q, "the first lpmpi collective on this communicator (its ranks' barrier)", P);
+        if (rc != LP_OK) goto cleanup;     /* the pending barrier is left to MPI */
+        LP_MPI(MPI_Comm_dup(user, &dup));
         c->comm = dup;
     }
     LP_MPI(MPI_Comm_rank(c->comm, &c->rank));
@@ -215,14 +221,38 @@ cleanup:
     return rc;
 }
 
+/* the flight recorder learns the communicator: id, size, this rank, its world ranks */
+static void fr_register(const lp_ctx_t *ctx) {
+    MPI_Group g = MPI_GROUP_NULL, w = MPI_GROUP_NULL;
+    int *in = malloc(2 * (size_t)ctx->size * sizeof *in), ok = 0;
+    if (in && MPI_Comm_group(ctx->comm, &g) == MPI_SUCCESS && MPI_Comm_group(MPI_COMM_WORLD, &w) == MPI_SUCCESS) {
+        for (int i = 0; i < ctx->size; i++) in[i] = i;
+        ok = MPI_Group_translate_ranks(g, ctx->size, in, w, in + ctx->size) == MPI_SUCCESS;
+    }
+    if (g != MPI_GROUP_NULL) MPI_Group_free(&g);
+    if (w != MPI_GROUP_NULL) MPI_Group_free(&w);
+    lp_fr_comm_add(ctx->id, ctx->size, ctx->rank, ok ? in + ctx->size : NULL);
+    free(in);
+}
+
 /* first collective on a communicator: do all ranks hold the same table, and the same knobs
  * (check.c: those differing raise MismatchError on every rank, on every call, the context
  * staying unprepared)? */
 static int table_agree(lp_ctx_t *ctx, int *first_mismatch) {
     int rc = LP_OK;
     const uint64_t k = lp_knobs_hash();
-    uint64_t h[4] = {lp_table.hash, ~lp_table.hash, k, ~k};
-    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, h, 4, MPI_UINT64_T, MPI_MAX, ctx->comm));
+    /* h[4]: the communicator's id, rank 0's proposal (its world rank + 1, and its count of
+     * contexts: unique in the job), the same on every rank after the MAX */
+    static atomic_ulong made;
+    int wr = 0;
+    LP_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &wr));
+    uint64_t h[5] = {lp_table.hash, ~lp_table.hash, k, ~k,
+                     ctx->rank == 0 ? ((uint64_t)(wr + 1) << 32) | (atomic_fetch_add(&made, 1) + 1) : 0};
+    LP_MPI(MPI_Allreduce(MPI_IN_PLACE, h, 5, MPI_UINT64_T, MPI_MAX, ctx->comm));
+    if (!ctx->id) {                 /* (knobs that differ bring every call back here) */
+        ctx->id = h[4];
+        fr_register(ctx);
+    }
     if (h[2] != k || h[3] != ~k) return lp_knobs_disagree(ctx);   /* every rank sees it */
     if (h[0] == lp_table.hash && h[1] == ~lp_table.hash) {
         ctx->tables = 1;

@@ -70,11 +70,45 @@ int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *key, int esize, lp_at_in
 /* the key's settled choice into *ch (1), or 0 where it has none (persistent requests' starts) */
 int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *key, int esize, lp_choice_t *ch);
 
+/* ---- the flight recorder and the trace (flight.c) ---- */
+enum { LP_FR_PHASES = 8 };
+enum { LP_FR_ENTERED = 0, LP_FR_STARTED = 1, LP_FR_DONE = 2, LP_FR_FAILED = 3 };
+enum { LP_TRACE_SAMPLED = 1 };
+/* a call: its communicator's id and its number there (the same on every rank), clocks (ns,
+ * CLOCK_MONOTONIC; 0: not yet), sizes, what it is (LP_COLL, dtype, op, root), its decision
+ * (registry index, chunk bytes, LP_TP_*), form (LP_REQ_*), LP_FR_* state, rc, phase; the trace's
+ * record is exactly these fields (lpmpi/trace.py reads them: keep the two alike) */
+#define LP_FR_FIELDS                                                                        \
+    uint64_t comm, seq;                                                                     \
+    int64_t t_enter, t_start, t_end;                                                        \
+    uint64_t count, bytes, chunk;                                                           \
+    int32_t coll, dt, op, root, alg, tp, form, state, rc, phase, nphases, flags;            \
+    int64_t t_phase[LP_FR_PHASES];
+typedef struct { uint64_t gen; LP_FR_FIELDS } lp_trace_rec_t;
+typedef struct { _Atomic uint64_t gen; LP_FR_FIELDS const struct lp_req *req; } lp_fr_ent_t;
+_Static_assert(sizeof(lp_trace_rec_t) == 184, "lpmpi/trace.py reads 184-byte records");
+typedef struct {
+    char magic[8];            /* "LPMPITR1" */
+    int32_t version, recsize, rank, world_size, pid, pad;
+    int64_t mono_to_unix;     /* CLOCK_REALTIME - CLOCK_MONOTONIC (ns) when the file began */
+    char host[64];
+} lp_trace_hdr_t;
+extern int lp_trace_on;
+uint64_t lp_fr_enter(int coll, int form, size_t count, int dt, int op, int root);
+lp_fr_ent_t *lp_fr_get(uint64_t gen);
+void lp_fr_comm(uint64_t gen, const lp_ctx_t *ctx);
+void lp_fr_start(struct lp_req *r);
+void lp_fr_phase(struct lp_req *r);
+void lp_fr_end(uint64_t gen, int rc);
+void lp_fr_comm_add(uint64_t id, int size, int rank, const int *world);
+int lp_req_waiting(const struct lp_req *r, char *what, size_t n, int *peers, int maxp);
+
 /* ---- contexts (context.c) ---- */
 struct lp_ctx {
     MPI_Comm comm;            /* private duplicate: lpmpi's messages never match the user's */
     MPI_Comm user;            /* the user's communicator it is cached on */
     int rank, size;
+    uint64_t id;              /* the same on every rank (the flight recorder's and the trace's name) */
     int tables;               /* 0 unchecked, 1 every rank has the same table, -1 they differ */
     lp_table_t *table;        /* tables differ: rank 0's rows (NULL: this process's) */
     lp_model_t model;         /* tables differ: rank 0's model (else unused) */
@@ -205,6 +239,8 @@ struct lp_req {
     lp_key_t at_key;
     int at_esize;
     long long t_start;        /* LPMPI_TIMEOUT on: when it started (ns, CLOCK_MONOTONIC) */
+    uint64_t fr;              /* its call's flight-recorder entry (gen; 0: none) */
+    int fr_phases;            /* the trace times its phases */
     long nat_ticket;          /* its place in ctx's order of native issues (-1: none held) */
     /* memory (grow-only while the request is reused) */
     char *area[3];            /* LP_AREA_WORK, LP_AREA_PINNED, LP_AREA_DEVICE */

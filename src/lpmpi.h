@@ -246,6 +246,19 @@ void lp_configure(size_t max_msg_bytes, int window, int check);
  * ranks waiting for it (0: never); returns the previous value */
 long long lp_set_timeout_ns(long long ns);
 int lp_window_get(void);
+/* ---- the flight recorder and the trace (flight.c) ----
+ * the recorder keeps the last `size` calls (0: off; LPMPI_FR_SIZE, default 256); dumps go to
+ * `dir` (LPMPI_FR_DIR; NULL: keep, "": lpmpi-fr in the working directory); abort_timeout_s:
+ * LPMPI_ABORT_TIMEOUT, a call not complete after it dumps and aborts the job (0: never) */
+int lp_fr_configure(long size, const char *dir, double abort_timeout_s);
+/* write this rank's recorder to dir/fr.<world rank>.json (dir NULL or "": the configured one);
+ * reason: why (in the file); path: where it went */
+int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn);
+/* LPMPI_TRACE: each call's record to dir/trace.<world rank>.bin (dir NULL or "": off); after
+ * max_records (0: 100000) one call in 100 */
+int lp_trace_configure(const char *dir, unsigned long long max_records);
+/* write the trace's last records and close its file (at exit); path: the file ("": none) */
+int lp_trace_close(char *path, size_t n);
 /* LPMPI_NODE_TRANSPORT for communicators prepared from now on: 1 auto (shared memory, else
  * single-copy reads, where they work), 2 shm only, 3 cma (single-copy reads) only, 0 mpi (MPI
  * point-to-point only) */

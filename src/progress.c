@@ -52,6 +52,13 @@ static long long now_ns(void) {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* r is complete or failed: its flight-recorder entry (and trace record) ends */
+static inline void ended(lp_req_t *r) {
+    if (!r->fr) return;
+    lp_fr_end(r->fr, r->rc);
+    r->fr = 0;
+}
+
 unsigned long long lp_node_bytes(int reset) {
     return reset ? atomic_exchange(&node_bytes, 0) : atomic_load(&node_bytes);
 }
@@ -391,12 +398,14 @@ static int phase_begin(lp_req_t *r) {
         for (size_t i = 0; i < nreq; i++) r->reqs[i] = MPI_REQUEST_NULL;
         memset(r->fin, 0, nreq);
         r->nreq = nreq;
+        if (r->fr) lp_fr_phase(r);
         if (r->lanes_left) return LP_OK;
         r->phase++;
     }
     r->nlanes = 0;
     r->nreq = 0;
     r->state = LP_REQ_DONE;
+    ended(r);
 cleanup:
     return rc;
 }
@@ -424,6 +433,7 @@ static int advance(lp_req_t *r) {
                 r->nlanes = 0;
                 r->nreq = 0;
                 r->state = LP_REQ_DONE;
+                ended(r);
                 break;
             }
             LP_TRY(phase_begin(r));
@@ -472,6 +482,7 @@ static void fail(lp_req_t *r, int rc) {
     r->nlanes = 0;
     r->nreq = 0;
     r->state = LP_REQ_DONE;
+    ended(r);
     lp_nat_release(r);
 }
 
@@ -491,37 +502,16 @@ static int overdue(lp_req_t *r) {
     if (!lp_timeout_ns || r->state != LP_REQ_ACTIVE) return 0;
     long long age = now_ns() - r->t_start;
     if (age < lp_timeout_ns) return 0;
-    char peers[512] = "";
-    size_t n = 0;
-    int native = 0, devw = r->dev_inflight != 0, seen[64] = {0};
-    const char *xwait = NULL;       /* what a transport's waiting step waits for */
-    for (const lp_lane_t *l = r->lane, *end = r->lane + r->nlanes; l < end; l++) {
-        if (l->done == l->n) continue;
-        if (l->kind == LP_STEP_NATIVE) native = 1;
-        else if (l->kind == LP_STEP_XPORT && l->xp->waits_for) xwait = l->xp->waits_for;
-        else if ((l->kind == LP_STEP_SEND || l->kind == LP_STEP_RECV) && l->issued > l->done &&
-                 l->peer >= 0) {
-            if (l->peer < 64 && seen[l->peer]) continue;
-            if (l->peer < 64) seen[l->peer] = 1;
-            const lp_ctx_t *c = r->ctx;
-            const char *host = c && c->hosts && l->peer < c->size ? c->hosts + (size_t)l->peer * LP_HOST_LEN : NULL;
-            if (n < sizeof peers)
-                n += (size_t)snprintf(peers + n, sizeof peers - n, host ? "%s%d (on %s)" : "%s%d",
-                                      n ? ", " : "", l->peer, host);
-        }
-    }
+    char what[700], path[1100] = "", fr[1200] = "";
+    int peers[64];
+    lp_req_waiting(r, what, sizeof what, peers, 64);
+    if (lp_fr_dump("watchdog (LPMPI_TIMEOUT)", NULL, path, sizeof path) == LP_OK)   /* while it still waits */
+        snprintf(fr, sizeof fr, "; flight recorder written to %s", path);
     const lp_args_t *a = &r->a;
-    char what[600];
-    if (n) snprintf(what, sizeof what, "waiting for rank(s) %s", peers);
-    else if (native) snprintf(what, sizeof what, "waiting inside MPI's own collective (every rank must enter it)");
-    else if (xwait) snprintf(what, sizeof what, "waiting for %s", xwait);
-    else if (devw) snprintf(what, sizeof what, "waiting for device work");
-    else if (r->turn_wait) snprintf(what, sizeof what, "waiting for an earlier request's MPI collective");
-    else snprintf(what, sizeof what, "waiting for its peers");
     fail(r, LP_FAIL(LP_ERR_TIMEOUT, "LPMPI_TIMEOUT: %s of %zu bytes (%s) on a communicator of %d "
                     "ranks not complete after %.1f s, %s (this rank is %d); the communicator is "
-                    "unusable now (e.g. comm.Abort())", lp_coll_name(a->coll), a->count * a->esize,
-                    lp_algo_name(r->alg), a->size, (double)age / 1e9, what, a->rank));
+                    "unusable now (e.g. comm.Abort())%s", lp_coll_name(a->coll), a->count * a->esize,
+                    lp_algo_name(r->alg), a->size, (double)age / 1e9, what, a->rank, fr));
     return 1;
 }
 
@@ -536,11 +526,15 @@ int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P) {
         if (e != MPI_SUCCESS) return lp_mpi_fail(e, __FILE__, __LINE__, what);
         if (done) return LP_OK;
         long long age = now_ns() - t0;
-        if (age >= lp_timeout_ns)
+        if (age >= lp_timeout_ns) {
+            char path[1100] = "", fr[1200] = "";
+            if (lp_fr_dump("watchdog (LPMPI_TIMEOUT)", NULL, path, sizeof path) == LP_OK)
+                snprintf(fr, sizeof fr, "; flight recorder written to %s", path);
             return LP_FAIL(LP_ERR_TIMEOUT, "LPMPI_TIMEOUT: %s not complete after %.1f s: a rank of "
                            "this communicator of %d ranks has not entered the collective; the "
-                           "communicator is unusable now (e.g. comm.Abort())", what,
-                           (double)age / 1e9, P);
+                           "communicator is unusable now (e.g. comm.Abort())%s", what,
+                           (double)age / 1e9, P, fr);
+        }
         if (age < 1000000) sched_yield();
         else {
             struct timespec nap = {0, 200000};

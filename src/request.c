@@ -189,6 +189,7 @@ static int req_tags(lp_req_t *r) {
      * communicator that never had a nonblocking or persistent request (no watchdog: it
      * cannot interrupt them); requests in flight on other communicators do not move meanwhile */
     r->a.blocking = r->kind == LP_REQ_BLOCKING && !ctx->nb_made && !lp_timeout_ns;
+    if (r->fr) lp_fr_start(r);
     return LP_OK;
 }
 
@@ -369,17 +370,20 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     void *const acc = k->acc;
     uint64_t vhash = 0;
     lp_at_slot_t slot = {0};
+    uint64_t fr = 0;              /* the call's flight-recorder entry (a persistent request's are its starts') */
     if (out) *out = NULL;
     LP_TRY(call_counts(k));
     if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
+    if (kind != LP_REQ_PERSISTENT) fr = lp_fr_enter(coll, kind, count, dt, op, root);
     LP_TRY(call_check(&c, k));
     lp_ctx_t *ctx = c.ctx;
     const lp_coll_traits_t *T = lp_traits(coll);
     const lp_devops_t *dev = c.dev;
     LP_TRY(acquire(ctx));
     busy = 1;
+    if (fr) lp_fr_comm(fr, ctx);
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     LP_TRY(call_decide(&c, k));
     if (lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes) {   /* the online tuner's turn */
@@ -437,6 +441,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     }
     if (kind == LP_REQ_PERSISTENT && r->sched && r->sched->init) LP_TRY(r->sched->init(r, &r->a));
     if (kind != LP_REQ_PERSISTENT) {
+        r->fr = fr;
         LP_TRY(req_tags(r));
         if (kind == LP_REQ_BLOCKING) {
             rc = lp_engine_run(r);
@@ -449,6 +454,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (out) *out = r;
     r = NULL;
 cleanup:
+    if (fr && rc != LP_OK) lp_fr_end(fr, rc);        /* (one that ran ended where it failed) */
     if (slot.key) lp_autotune_done(c.ctx, &slot, -1);   /* an error before it ran: no time */
     if (r && kind != LP_REQ_BLOCKING) req_destroy(r);
     if (busy) release(ctx);
@@ -536,10 +542,17 @@ int lp_start(lp_req_t *r) {
     if (r->ctx->freed)
         return LP_FAIL(LP_ERR_ARG, "the communicator of this persistent request was freed");
     LP_TRY(acquire(r->ctx));
+    const lp_args_t *a = &r->a;
+    r->fr = lp_fr_enter(a->coll, LP_REQ_PERSISTENT, a->count, a->dt, a->op, a->root);
+    if (r->fr) lp_fr_comm(r->fr, r->ctx);
     if (r->at_follow) rc = req_retune(r);
     if (rc == LP_OK && lp_check_enabled) rc = lp_check_agree(r->ctx, r->ck, 0);   /* the same request everywhere */
     if (rc == LP_OK) rc = req_tags(r);
     if (rc == LP_OK) rc = lp_engine_start(r);
+    if (rc != LP_OK && r->fr) {
+        lp_fr_end(r->fr, rc);
+        r->fr = 0;
+    }
     release(r->ctx);
 cleanup:
     return rc;

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,6 +65,8 @@ def child_env(extra: dict | None = None) -> dict:
     env["MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT"] = "16"
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
+    # the watchdog's flight-recorder dumps (tests that time out on purpose) out of the tree
+    env["LPMPI_FR_DIR"] = os.path.join(tempfile.gettempdir(), f"lpmpi-tests-fr-{os.getpid()}")
     if extra:
         env.update({k: str(v) for k, v in extra.items()})
     return env

@@ -42,7 +42,7 @@ def test_env_algorithm_ring_allreduce():
     assert out.split("RESULT", 1)[1].split()[0] == "ring"
 
 
-@pytest.mark.parametrize("chunk", [8, 4096, 12345, 1 << 22])
+@pytest.mark.parametrize("chunk", [1024, 4096, 12345, 1 << 22])
 def test_env_chunk_bytes_overrides_auto(chunk):
     out = python("""
         import lpmpi
@@ -126,3 +126,52 @@ def test_node_transport_values():
     assert _env.read({"LPMPI_NODE_TRANSPORT": "cma"}).node_transport == "cma"
     with pytest.warns(UserWarning, match="LPMPI_NODE_TRANSPORT"):
         assert _env.read({"LPMPI_NODE_TRANSPORT": "xpmem"}).node_transport == "auto"
+
+
+@pytest.mark.parametrize("value,on", [("1", True), ("0", False), ("", False), ("true", True), ("OFF", False),
+                                      ("yes", True), ("2", None), ("banana", None), ("-1", None)])
+def test_switches_take_0_or_1_and_warn_on_anything_else(value, on):
+    """LPMPI_CHECK=2 or =banana used to turn checking on silently; the docs say 0|1 and that
+    other values warn: they warn (naming the variable) and leave the switch off."""
+    from lpmpi import _env
+
+    for name, field in (("LPMPI_CHECK", "check"), ("LPMPI_DEBUG", "debug"), ("LPMPI_AUTOTUNE", "autotune")):
+        if on is None:
+            with pytest.warns(UserWarning, match=f"ignoring {name}={value!r}"):
+                s = _env.read({name: value})
+            assert getattr(s, field) is False
+        else:
+            assert getattr(_env.read({name: value}), field) is on
+
+
+def test_chunk_below_the_smallest_is_ignored_with_a_warning():
+    from lpmpi import _env, engine
+
+    with pytest.warns(UserWarning, match="LPMPI_CHUNK_BYTES='1'.*below the smallest chunk"):
+        assert _env.read({"LPMPI_CHUNK_BYTES": "1"}).chunk_bytes is None
+    assert _env.read({"LPMPI_CHUNK_BYTES": str(engine.CHUNK_MIN)}).chunk_bytes == engine.CHUNK_MIN
+
+
+def test_flight_recorder_and_watchdog_values():
+    from lpmpi import _env
+
+    s = _env.read({})
+    assert (s.fr_size, s.fr_dir, s.abort_timeout, s.trace) == (256, None, 1800.0, None)
+    s = _env.read({"LPMPI_FR_SIZE": "0", "LPMPI_ABORT_TIMEOUT": "0", "LPMPI_TRACE": "/tmp/x"})
+    assert (s.fr_size, s.abort_timeout, s.trace) == (0, 0.0, "/tmp/x")
+    with pytest.warns(UserWarning, match="LPMPI_ABORT_TIMEOUT"):
+        assert _env.read({"LPMPI_ABORT_TIMEOUT": "-3"}).abort_timeout == 1800.0
+    with pytest.warns(UserWarning, match="LPMPI_FR_SIZE"):
+        assert _env.read({"LPMPI_FR_SIZE": "many"}).fr_size == 256
+    with pytest.warns(UserWarning, match="LPMPI_TIMEOUT"):
+        assert _env.read({"LPMPI_TIMEOUT": "0"}).timeout == 0.0
+
+
+def test_a_bad_value_warns_at_the_users_import_line(tmp_path):
+    """The warning points at the program's `import lpmpi`, not at lpmpi/_env.py."""
+    script = tmp_path / "user_program.py"
+    script.write_text("import warnings\nwarnings.simplefilter('always')\nimport lpmpi  # line 3\n")
+    rc, out, _ = run([sys.executable, str(script)], child_env({"LPMPI_CHECK": "banana"}), 60)
+    assert rc == 0, out
+    assert "user_program.py:3" in out and "LPMPI_CHECK" in out, out
+    assert "_env.py" not in out, out

@@ -1,0 +1,557 @@
+/* flight.c: what the collectives did, kept and told: the flight recorder, the trace, and the
+ * watchdog's thread.
+ *
+ * Flight recorder (always on unless LPMPI_FR_SIZE=0): a ring of the process's last
+ * LPMPI_FR_SIZE calls (default 256), each written by the thread making the call: entered (the
+ * communicator being prepared, the ranks agreeing), started (its sequence number on its
+ * communicator, the same on every rank; algorithm, chunk, transport; its phase), done or
+ * failed.  A call costs a claimed slot (one atomic add), a few stores and coarse clock reads
+ * (5 ns each): the monotonic clock's coarse form, whose few milliseconds are what a hang needs.
+ * A slot reused by a later call (more than LPMPI_FR_SIZE calls since) is never written by the
+ * old call again: each slot carries its call's process-wide number (gen).
+ *
+ * Dumps (lp_fr_dump: JSON, fr.<world rank>.json in LPMPI_FR_DIR): the ring, oldest first, with
+ * what each call still running waits for (the peers of its outstanding transfers, MPI's own
+ * collective, a transport's counters: the watchdog's words), the communicators (id, size, this
+ * rank, their world ranks) and the clocks.  Written by the watchdog when it fires, by
+ * lpmpi.dump_flight_recorder(), and on SIGUSR1: the handler writes one byte into a pipe that
+ * the watch thread reads, so that a rank stuck inside MPI (a blocking MPI collective, no lpmpi
+ * code running) still dumps.  The dump reads the ring and the running requests without a lock
+ * (a stuck rank moves nothing; a live one may show a call one step further than it was).
+ *
+ * The watch thread (started at the first communicator's context) also is the watchdog of last
+ * resort (LPMPI_ABORT_TIMEOUT, default 1800 s): a call entered longer ago than that, and not
+ * complete, dumps the recorder, says what it waits for on stderr and aborts the job (MPI_Abort:
+ * a hung job ends instead of holding its nodes forever, as torch's NCCL watchdog does).
+ * LPMPI_TIMEOUT, where set, raises on the waiting ranks before that (progress.c).
+ *
+ * Trace (LPMPI_TRACE=dir): each call's record (the ring entry with precise clock reads, and the
+ * start time of each phase for a sample of calls: the first 16 on each communicator, then one
+ * in 16) appended to a buffer written to dir/trace.<world rank>.bin every LP_TRACE_BUF records
+ * and at exit, where lpmpi/trace.py makes it Chrome trace-event JSON.  A killed job loses at
+ * most the buffer (LP_TRACE_BUF calls); lpmpi-trace converts what the .bin files hold.  After
+ * LPMPI_TRACE_MAX records a rank keeps one call in 100 of each communicator (by sequence
+ * number: the same calls on every rank). */
+#include "engine.h"
+#include "schedule.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------------- settings */
+static lp_fr_ent_t *ring;            /* NULL: the recorder is off */
+static uint64_t ring_mask;
+static atomic_ullong ring_next;      /* calls recorded (the next call's gen - 1) */
+static char fr_dir[1024] = "";       /* where dumps go ("" : lpmpi-fr in the working directory) */
+static double abort_after_s = 1800;  /* LPMPI_ABORT_TIMEOUT (0: off) */
+static int world_rank = -1, world_size = 0;
+int lp_trace_on;                     /* LPMPI_TRACE set: precise clocks, records written */
+
+static long long mono_ns(clockid_t c) {
+    struct timespec t;
+    clock_gettime(c, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+static inline long long fr_now(void) { return mono_ns(lp_trace_on ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE); }
+
+int lp_fr_configure(long size, const char *dir, double abort_timeout_s) {
+    if (size < 0 || size > (1L << 24)) return LP_FAIL(LP_ERR_ARG, "LPMPI_FR_SIZE %ld: 0..16777216", size);
+    if (dir) snprintf(fr_dir, sizeof fr_dir, "%s", dir);
+    abort_after_s = abort_timeout_s < 0 ? 0 : abort_timeout_s;
+    uint64_t n = 1;
+    while (n < (uint64_t)size) n <<= 1;
+    if (!size) n = 0;
+    if ((ring ? ring_mask + 1 : 0) == n) return LP_OK;
+    lp_fr_ent_t *r = n ? calloc(n, sizeof *r) : NULL;
+    if (n && !r) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a flight recorder of %ld calls", size);
+    ring = NULL;                     /* (configured at import, before any call: nothing is lost) */
+    ring_mask = n ? n - 1 : 0;
+    ring = r;
+    return LP_OK;
+}
+
+/* ------------------------------------------------------------------------------- recording */
+lp_fr_ent_t *lp_fr_get(uint64_t gen) {
+    if (!ring || !gen) return NULL;
+    lp_fr_ent_t *e = &ring[(gen - 1) & ring_mask];
+    return atomic_load_explicit(&e->gen, memory_order_relaxed) == gen ? e : NULL;
+}
+
+uint64_t lp_fr_enter(int coll, int form, size_t count, int dt, int op, int root) {
+    if (!ring) return 0;
+    uint64_t g = atomic_fetch_add_explicit(&ring_next, 1, memory_order_relaxed) + 1;
+    lp_fr_ent_t *e = &ring[(g - 1) & ring_mask];
+    atomic_store_explicit(&e->gen, 0, memory_order_relaxed);    /* (a dump skips it meanwhile) */
+    e->req = NULL;
+    e->comm = 0;
+    e->seq = 0;
+    e->t_enter = fr_now();
+    e->t_start = e->t_end = 0;
+    e->count = count;
+    e->bytes = count * (dt >= 0 && dt < LP_NDTYPES ? lp_dtype_size((lp_dtype_t)dt) : 0);
+    e->chunk = 0;
+    e->coll = coll;
+    e->dt = dt;
+    e->op = op;
+    e->root = root;
+    e->alg = -1;
+    e->tp = 0;
+    e->form = form;
+    e->state = LP_FR_ENTERED;
+    e->rc = 0;
+    e->phase = e->nphases = 0;
+    e->flags = 0;
+    atomic_store_explicit(&e->gen, g, memory_order_release);
+    return g;
+}
+
+/* its communicator is known (the call's sequence number: the next start's on ctx) */
+void lp_fr_comm(uint64_t gen, const lp_ctx_t *ctx) {
+    lp_fr_ent_t *e = lp_fr_get(gen);
+    if (!e) return;
+    e->comm = ctx->id;
+    e->seq = ctx->seq + 1;
+}
+
+/* r starts (its tags taken: ctx->seq is its number) */
+void lp_fr_start(lp_req_t *r) {
+    lp_fr_ent_t *e = lp_fr_get(r->fr);
+    r->fr_phases = 0;
+    if (!e) return;
+    const lp_ctx_t *c = r->ctx;
+    e->comm = c->id;
+    e->seq = c->seq;
+    e->alg = r->alg;
+    e->chunk = lp_algos[r->alg].chunked ? r->a.chunk_elems * r->a.esize : 0;
+    e->tp = lp_tp_of_ring(r->a.ring_tp);
+    e->nphases = r->nphases;
+    e->req = r;
+    e->t_start = fr_now();
+    if (lp_trace_on) {
+        r->fr_phases = e->seq <= 16 || e->seq % 16 == 0;
+        for (int i = 0; i < LP_FR_PHASES; i++) e->t_phase[i] = 0;
+    }
+    e->state = LP_FR_STARTED;
+}
+
+void lp_fr_phase(lp_req_t *r) {
+    lp_fr_ent_t *e = lp_fr_get(r->fr);
+    if (!e) return;
+    e->phase = r->phase;
+    if (r->fr_phases && r->phase < LP_FR_PHASES) e->t_phase[r->phase] = mono_ns(CLOCK_MONOTONIC);
+}
+
+static void trace_put(const lp_fr_ent_t *e);
+
+/* the call of gen ended (rc: LP_OK or its failure) */
+void lp_fr_end(uint64_t gen, int rc) {
+    lp_fr_ent_t *e = lp_fr_get(gen);
+    if (!e || e->state >= LP_FR_DONE) return;
+    e->t_end = fr_now();
+    e->rc = rc;
+    e->req = NULL;
+    e->state = rc == LP_OK ? LP_FR_DONE : LP_FR_FAILED;
+    if (lp_trace_on && e->t_start) trace_put(e);
+}
+
+/* ------------------------------------------------------------------------------- waiting */
+/* what running request r waits for, in words (the watchdog's message and the dumps); peers:
+ * the ranks (of its communicator) of its outstanding point-to-point transfers, up to maxp */
+int lp_req_waiting(const lp_req_t *r, char *what, size_t n, int *peers, int maxp) {
+    char list[512] = "";
+    size_t m = 0;
+    int np = 0, native = 0, devw = r->dev_inflight != 0;
+    const char *xwait = NULL;
+    for (const lp_lane_t *l = r->lane, *end = r->lane + r->nlanes; l < end; l++) {
+        if (l->done == l->n) continue;
+        if (l->kind == LP_STEP_NATIVE) native = 1;
+        else if (l->kind == LP_STEP_XPORT && l->xp && l->xp->waits_for) xwait = l->xp->waits_for;
+        else if ((l->kind == LP_STEP_SEND || l->kind == LP_STEP_RECV) && l->issued > l->done && l->peer >= 0) {
+            int seen = 0;
+            for (int i = 0; i < np && !seen; i++) seen = peers[i] == l->peer;
+            if (seen || np >= maxp) continue;
+            peers[np++] = l->peer;
+            const lp_ctx_t *c = r->ctx;
+            const char *host = c && c->hosts && l->peer < c->size ? c->hosts + (size_t)l->peer * LP_HOST_LEN : NULL;
+            if (m < sizeof list)
+                m += (size_t)snprintf(list + m, sizeof list - m, host ? "%s%d (on %s)" : "%s%d",
+                                      m ? ", " : "", l->peer, host);
+        }
+    }
+    if (np) snprintf(what, n, "waiting for rank(s) %s", list);
+    else if (native) snprintf(what, n, "waiting inside MPI's own collective (every rank must enter it)");
+    else if (xwait) snprintf(what, n, "waiting for %s", xwait);
+    else if (devw) snprintf(what, n, "waiting for device work");
+    else if (r->turn_wait) snprintf(what, n, "waiting for an earlier request's MPI collective");
+    else snprintf(what, n, "waiting for its peers");
+    return np;
+}
+
+/* ------------------------------------------------------------------------------- communicators */
+/* the communicators calls were made on (their ids, sizes, this rank, world ranks): a dump names
+ * them; kept after their contexts go (a dump may show calls on them) */
+typedef struct { uint64_t id; int size, rank; int *world; } fr_comm_t;
+static fr_comm_t *comms;
+static int ncomms, comms_cap;
+static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
+enum { FR_COMMS_MAX = 4096 };        /* the oldest forgotten past this */
+
+static void arm(void);
+
+void lp_fr_comm_add(uint64_t id, int size, int rank, const int *world) {
+    if (world_rank < 0) {
+        int init = 0;
+        MPI_Initialized(&init);
+        if (init) {
+            MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+            MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+        }
+    }
+    arm();
+    int *w = world ? malloc((size_t)size * sizeof *w) : NULL;
+    if (w) memcpy(w, world, (size_t)size * sizeof *w);
+    pthread_mutex_lock(&comms_lock);
+    if (ncomms == FR_COMMS_MAX) {
+        free(comms[0].world);
+        memmove(comms, comms + 1, (size_t)(ncomms - 1) * sizeof *comms);
+        ncomms--;
+    }
+    if (ncomms == comms_cap) {
+        int cap = comms_cap ? 2 * comms_cap : 16;
+        fr_comm_t *c = realloc(comms, (size_t)cap * sizeof *c);
+        if (!c) {
+            pthread_mutex_unlock(&comms_lock);
+            free(w);
+            return;
+        }
+        comms = c;
+        comms_cap = cap;
+    }
+    comms[ncomms++] = (fr_comm_t){id, size, rank, w};
+    pthread_mutex_unlock(&comms_lock);
+}
+
+/* ------------------------------------------------------------------------------- dumps */
+static const char *state_name(int s) {
+    static const char *n[] = {"entered", "started", "done", "failed"};
+    return s >= 0 && s < 4 ? n[s] : "?";
+}
+static const char *form_name(int f) {
+    static const char *n[] = {"blocking", "nonblocking", "persistent"};
+    return f >= 0 && f < 3 ? n[f] : "?";
+}
+static const char *tp_name(int t) {
+    static const char *n[] = {"", "mpi", "shm", "cma"};
+    return t >= 0 && t < 4 ? n[t] : "";
+}
+
+/* a JSON string of s (quotes, backslashes and control characters escaped) */
+static void jstr(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void tnum(FILE *f, const char *key, long long t) {
+    if (t) fprintf(f, ",\"%s\":%lld", key, t);
+    else fprintf(f, ",\"%s\":null", key);
+}
+
+static const char *dump_dir(char *buf, size_t n) {
+    snprintf(buf, n, "%s", fr_dir[0] ? fr_dir : "lpmpi-fr");
+    return buf;
+}
+
+static int mkdirs(const char *path) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0777) && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return mkdir(p, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static void trace_flush(void);
+
+int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn) {
+    char d[1024], tmp[1100], fin[1100];
+    if (!dir || !*dir) dir = dump_dir(d, sizeof d);
+    if (mkdirs(dir)) return LP_FAIL(LP_ERR_ARG, "flight recorder: cannot create %s: %s", dir, strerror(errno));
+    int wr = world_rank >= 0 ? world_rank : 0;
+    snprintf(fin, sizeof fin, "%s/fr.%d.json", dir, wr);
+    snprintf(tmp, sizeof tmp, "%s/.fr.%d.json.%d", dir, wr, (int)getpid());
+    pthread_mutex_lock(&dump_lock);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        pthread_mutex_unlock(&dump_lock);
+        return LP_FAIL(LP_ERR_ARG, "flight recorder: cannot write %s: %s", tmp, strerror(errno));
+    }
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    const long long mono = mono_ns(CLOCK_MONOTONIC), real = mono_ns(CLOCK_REALTIME);
+    fprintf(f, "{\"format\":\"lpmpi-flight-recorder\",\"version\":1,\"rank\":%d,\"world_size\":%d,"
+            "\"pid\":%d,\"host\":", wr, world_size, (int)getpid());
+    jstr(f, host);
+    fprintf(f, ",\"reason\":");
+    jstr(f, reason ? reason : "");
+    fprintf(f, ",\"mono_ns\":%lld,\"unix_ns\":%lld,\"size\":%llu,\"calls\":%llu,\n\"comms\":[", mono, real,
+            (unsigned long long)(ring ? ring_mask + 1 : 0), (unsigned long long)atomic_load(&ring_next));
+    pthread_mutex_lock(&comms_lock);
+    for (int i = 0; i < ncomms; i++) {
+        const fr_comm_t *c = &comms[i];
+        fprintf(f, "%s\n{\"id\":%llu,\"size\":%d,\"rank\":%d,\"world_ranks\":[", i ? "," : "",
+                (unsigned long long)c->id, c->size, c->rank);
+        for (int j = 0; c->world && j < c->size; j++) fprintf(f, "%s%d", j ? "," : "", c->world[j]);
+        fprintf(f, "]}");
+    }
+    pthread_mutex_unlock(&comms_lock);
+    fprintf(f, "],\n\"entries\":[");
+    uint64_t last = atomic_load(&ring_next), n = ring ? ring_mask + 1 : 0;
+    int first = 1;
+    for (uint64_t g = last > n ? last - n + 1 : 1; ring && g <= last; g++) {
+        lp_fr_ent_t e = ring[(g - 1) & ring_mask];       /* a copy: the owner may move on */
+        if (atomic_load(&e.gen) != g) continue;
+        fprintf(f, "%s\n{\"gen\":%llu,\"comm\":%llu,\"seq\":%llu,\"collective\":\"%s\",\"form\":\"%s\","
+                "\"state\":\"%s\",\"count\":%llu,\"bytes\":%llu,\"dtype\":\"%s\",\"op\":\"%s\",\"root\":%d,"
+                "\"algorithm\":\"%s\",\"chunk\":%llu,\"transport\":\"%s\",\"phase\":%d,\"phases\":%d,\"rc\":%d",
+                first ? "" : ",", (unsigned long long)g, (unsigned long long)e.comm, (unsigned long long)e.seq,
+                lp_coll_name((lp_coll_t)e.coll), form_name(e.form), state_name(e.state),
+                (unsigned long long)e.count, (unsigned long long)e.bytes, lp_dtype_name((lp_dtype_t)e.dt),
+                lp_op_name((lp_op_t)e.op), e.root, e.alg >= 0 ? lp_algo_name(e.alg) : "",
+                (unsigned long long)e.chunk, tp_name(e.tp), e.phase, e.nphases, e.rc);
+        first = 0;
+        tnum(f, "t_enter", e.t_enter);
+        tnum(f, "t_start", e.t_start);
+        tnum(f, "t_end", e.t_end);
+        const lp_req_t *r = e.req;
+        if (e.state == LP_FR_STARTED && r && r->fr == g && r->state == LP_REQ_ACTIVE) {
+            char what[700];
+            int peers[64], np = lp_req_waiting(r, what, sizeof what, peers, 64);
+            fprintf(f, ",\"waiting\":");
+            jstr(f, what);
+            fprintf(f, ",\"peers\":[");
+            for (int i = 0; i < np; i++) fprintf(f, "%s%d", i ? "," : "", peers[i]);
+            fprintf(f, "]");
+        } else if (e.state == LP_FR_ENTERED) {
+            fprintf(f, ",\"waiting\":\"%s\"", e.comm ? "the ranks' agreement before the call (LPMPI_CHECK, the "
+                    "tuner) or a free range of tags" : "the communicator's preparation (its first lpmpi call: "
+                    "every rank must enter it)");
+        }
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}\n");
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    if (!bad) bad = rename(tmp, fin) != 0;
+    else unlink(tmp);
+    pthread_mutex_unlock(&dump_lock);
+    if (bad) return LP_FAIL(LP_ERR_ARG, "flight recorder: cannot write %s", fin);
+    if (path) snprintf(path, pathn, "%s", fin);
+    trace_flush();                 /* the trace's buffered calls too (a dump is often the last word) */
+    return LP_OK;
+}
+
+/* ------------------------------------------------------------------------------- the watch thread */
+static int sig_pipe[2] = {-1, -1};
+static atomic_int armed;
+static pthread_t watch_tid;
+
+static struct sigaction prev_usr1;   /* the handler before lpmpi's (MPICH installs one): called after */
+
+static void on_usr1(int sig, siginfo_t *info, void *uctx) {
+    int e = errno;
+    char b = 1;
+    if (sig_pipe[1] >= 0 && write(sig_pipe[1], &b, 1) < 0) { /* full: a dump is pending anyway */ }
+    errno = e;
+    if (prev_usr1.sa_flags & SA_SIGINFO) {
+        if (prev_usr1.sa_sigaction) prev_usr1.sa_sigaction(sig, info, uctx);
+    } else if (prev_usr1.sa_handler != SIG_DFL && prev_usr1.sa_handler != SIG_IGN && prev_usr1.sa_handler) {
+        prev_usr1.sa_handler(sig);
+    }
+}
+
+/* the oldest call still running (entered, not ended) longer than `after_ns`, or NULL (a copy) */
+static int overdue_call(long long after_ns, lp_fr_ent_t *out) {
+    if (!ring) return 0;
+    const long long now = mono_ns(CLOCK_MONOTONIC_COARSE);
+    uint64_t last = atomic_load(&ring_next), n = ring_mask + 1;
+    for (uint64_t g = last > n ? last - n + 1 : 1; g <= last; g++) {
+        lp_fr_ent_t *e = &ring[(g - 1) & ring_mask];
+        if (atomic_load(&e->gen) != g || e->state >= LP_FR_DONE) continue;
+        if (now - e->t_enter > after_ns) {
+            *out = *e;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void *watch_main(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);      /* signals are for the program's threads */
+    for (;;) {
+        int ms = abort_after_s > 0 ? (int)(abort_after_s * 1000 / 8) : -1;
+        if (ms > 5000) ms = 5000;
+        if (ms >= 0 && ms < 50) ms = 50;
+        struct pollfd p = {sig_pipe[0], POLLIN, 0};
+        int k = poll(&p, 1, ms);
+        if (k > 0) {
+            char b[64];
+            if (read(sig_pipe[0], b, sizeof b) <= 0) continue;
+            char path[1100] = "";
+            if (lp_fr_dump("SIGUSR1", NULL, path, sizeof path) == LP_OK)
+                fprintf(stderr, "lpmpi: rank %d: flight recorder written to %s (SIGUSR1)\n", world_rank, path);
+            continue;
+        }
+        lp_fr_ent_t e;
+        if (abort_after_s <= 0 || !overdue_call((long long)(abort_after_s * 1e9), &e)) continue;
+        char path[1100] = "", what[700] = "";
+        const lp_req_t *r = e.req;
+        int peers[64];
+        if (e.state == LP_FR_STARTED && r && r->fr == e.gen && r->state == LP_REQ_ACTIVE)
+            lp_req_waiting(r, what, sizeof what, peers, 64);
+        else snprintf(what, sizeof what, "%s", e.comm ? "waiting for the ranks' agreement before the call"
+                                                       : "preparing the communicator (every rank must enter)");
+        int drc = lp_fr_dump("watchdog (LPMPI_ABORT_TIMEOUT)", NULL, path, sizeof path);
+        fprintf(stderr, "lpmpi: rank %d: LPMPI_ABORT_TIMEOUT: %s #%llu (%llu bytes) on communicator %llu not "
+                "complete after %.0f s, %s; %s%s; aborting the job (LPMPI_ABORT_TIMEOUT=0: never; "
+                "LPMPI_TIMEOUT=seconds raises on the waiting ranks instead)\n", world_rank,
+                lp_coll_name((lp_coll_t)e.coll), (unsigned long long)e.seq, (unsigned long long)e.bytes,
+                (unsigned long long)e.comm, abort_after_s, what,
+                drc == LP_OK ? "flight recorder written to " : "no flight recorder written", path);
+        fflush(stderr);
+        int lvl = 0;
+        MPI_Query_thread(&lvl);
+        if (lvl == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 3);
+        _exit(3);
+    }
+    return NULL;
+}
+
+/* the watch thread and the SIGUSR1 handler (the first communicator's context; once) */
+static void arm(void) {
+    if (atomic_exchange(&armed, 1)) return;
+    if (!ring) return;
+    if (pipe(sig_pipe)) return;
+    for (int i = 0; i < 2; i++) fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 1 << 20);
+    int e = pthread_create(&watch_tid, &at, watch_main, NULL);
+    pthread_attr_destroy(&at);
+    if (e) return;
+    /* SIGUSR1 dumps; a handler already there (MPICH's, the program's) is called after ours; a
+     * signal the program ignores stays ignored */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_usr1;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR1, NULL, &prev_usr1) == 0 &&
+        ((prev_usr1.sa_flags & SA_SIGINFO) || prev_usr1.sa_handler != SIG_IGN))
+        sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* ------------------------------------------------------------------------------- the trace */
+enum { LP_TRACE_BUF = 256 };
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static lp_trace_rec_t tbuf[LP_TRACE_BUF];
+static int tn;
+static int tfd = -1;
+static char trace_dir[1024];
+static unsigned long long trace_max = 100000, traced;
+
+int lp_trace_configure(const char *dir, unsigned long long max_records) {
+    if (!dir || !*dir) {
+        lp_trace_on = 0;
+        return LP_OK;
+    }
+    if (mkdirs(dir)) return LP_FAIL(LP_ERR_ARG, "LPMPI_TRACE: cannot create %s: %s", dir, strerror(errno));
+    snprintf(trace_dir, sizeof trace_dir, "%s", dir);
+    if (max_records) trace_max = max_records;
+    lp_trace_on = 1;
+    return LP_OK;
+}
+
+static void trace_write(void) {     /* (trace_lock held) */
+    if (tfd < 0 && tn) {
+        char p[1100];
+        int wr = world_rank >= 0 ? world_rank : 0;
+        snprintf(p, sizeof p, "%s/trace.%d.bin", trace_dir, wr);
+        tfd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (tfd < 0) {
+            lp_trace_on = 0;
+            fprintf(stderr, "lpmpi: LPMPI_TRACE: cannot write %s: %s (tracing off)\n", p, strerror(errno));
+            tn = 0;
+            return;
+        }
+        lp_trace_hdr_t h = {{'L', 'P', 'M', 'P', 'I', 'T', 'R', '1'}, 1, (int32_t)sizeof(lp_trace_rec_t), wr,
+                            world_size, (int32_t)getpid(), 0,
+                            mono_ns(CLOCK_REALTIME) - mono_ns(CLOCK_MONOTONIC), {0}};
+        gethostname(h.host, sizeof h.host - 1);
+        if (write(tfd, &h, sizeof h) != (ssize_t)sizeof h) tn = 0;
+    }
+    size_t b = (size_t)tn * sizeof *tbuf;
+    const char *p = (const char *)tbuf;
+    while (b) {
+        ssize_t k = write(tfd, p, b);
+        if (k <= 0) break;
+        p += k;
+        b -= (size_t)k;
+    }
+    tn = 0;
+}
+
+static void trace_put(const lp_fr_ent_t *e) {
+    if (traced >= trace_max && e->seq % 100) return;     /* (the same calls on every rank) */
+    pthread_mutex_lock(&trace_lock);
+    lp_trace_rec_t *t = &tbuf[tn++];
+    memcpy(t, e, sizeof *t);          /* the entry's first part is the record */
+    if (traced++ >= trace_max) t->flags |= LP_TRACE_SAMPLED;
+    if (tn == LP_TRACE_BUF) trace_write();
+    pthread_mutex_unlock(&trace_lock);
+}
+
+static void trace_flush(void) {
+    if (!lp_trace_on) return;
+    pthread_mutex_lock(&trace_lock);
+    if (tn) trace_write();
+    pthread_mutex_unlock(&trace_lock);
+}
+
+/* the trace's last records written and its file closed (at exit); the path of the file, "" if none */
+int lp_trace_close(char *path, size_t n) {
+    if (path && n) path[0] = 0;
+    if (!lp_trace_on) return LP_OK;
+    pthread_mutex_lock(&trace_lock);
+    if (tn || tfd < 0) trace_write();
+    if (tfd >= 0) {
+        close(tfd);
+        tfd = -1;
+        if (path) snprintf(path, n, "%s/trace.%d.bin", trace_dir, world_rank >= 0 ? world_rank : 0);
+    }
+    lp_trace_on = 0;
+    pthread_mutex_unlock(&trace_lock);
+    return LP_OK;
+}
