@@ -154,7 +154,8 @@ def autotune_report(comm: MPI.Comm | None = None) -> dict:
     return autotune.report(comm)
 
 
-def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: str = "host") -> Explanation:
+def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: str = "host",
+            acc_dtype: str | None = None) -> Explanation:
     """What algorithm="auto" picks for this call and why (override, table row or model, with
     every algorithm's predicted time); print it.  See :func:`lpmpi._explain.explain`.
 
@@ -162,7 +163,7 @@ def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: 
     """
     from lpmpi._explain import explain as _explain  # imported on first use: keeps import fast
 
-    return _explain(collective, nbytes, comm, memory)
+    return _explain(collective, nbytes, comm, memory, acc_dtype)
 
 
 from lpmpi import autotune as _autotune

@@ -58,6 +58,13 @@ def info() -> None:
         print(f"{coll} algorithms: {', '.join(lpmpi.algorithms(coll))}")
     print("requests (nonblocking, persistent): " + _core.request_forms(None))
     print("  " + _core.request_forms("native"))
+    from lpmpi import _env as _e
+    s = _e.settings
+    print(f"flight recorder: {'last ' + str(s.fr_size) + ' calls per rank' if s.fr_size else 'off'}; dumps to "
+          f"{s.fr_dir or 'lpmpi-fr (working directory)'} (watchdog, SIGUSR1, lpmpi.dump_flight_recorder()); "
+          f"watchdog: {'LPMPI_TIMEOUT ' + str(s.timeout) + ' s raises, ' if s.timeout else ''}"
+          f"{'LPMPI_ABORT_TIMEOUT ' + str(s.abort_timeout) + ' s aborts' if s.abort_timeout else 'no abort'}; "
+          f"trace: {s.trace or 'off (LPMPI_TRACE=dir)'}")
     a, b, g = _core.model_get()
     print(f"model: alpha {a * 1e6:.2f} us, beta {1 / b / 1e9:.2f} GB/s, gamma {1 / g / 1e9:.2f} GB/s")
     print(f"machine: {here['cpu_model']}, {here['ranks_per_node']} rank(s) per node, {here['nodes']} node(s)")
@@ -77,6 +84,15 @@ def info() -> None:
     for coll in engine.COLLECTIVES:
         for n in (8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26):
             alg, chunk, _, src, _ = _core.choice(coll, n, comm)
+            ch = f", chunk {_size(chunk)}" if chunk else ""
+            print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
+    print(f'"auto" with acc_dtype="float32" (16-bit data summed in float32, decided for its float32 copy; '
+          f'sizes of the 16-bit data):')
+    for coll in engine.COLLECTIVES:
+        if not engine.collective_info(coll).has_op:
+            continue
+        for n in (8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26):
+            alg, chunk, _, src, _ = _core.choice(coll, n, comm, acc=True)
             ch = f", chunk {_size(chunk)}" if chunk else ""
             print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
     from lpmpi import _env, autotune

@@ -33,9 +33,10 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "set the same")),
     ("LPMPI_WINDOW", f"1..{_W}", "chunks in flight per direction of the pipelines (default 4)"),
     ("LPMPI_CHECK", "0|1", ("check on every call that all ranks agree (count, dtype, op, root, "
-     "algorithm, chunk): MismatchError instead of a hang")),
-    ("LPMPI_DEBUG", "0|1", ("print on rank 0 each choice of auto (once per collective and size) and "
-     "the source file:line of every error")),
+     "algorithm, chunk): MismatchError instead of a hang; other values warn and are ignored, as for "
+     "every 0|1 switch")),
+    ("LPMPI_DEBUG", "0|1", ("print on every rank each choice of auto (once per collective and size, "
+     "naming the rank) and the source file:line of every error")),
     ("LPMPI_STAGING_BUFFERS", f"1..{_S}", ("staging buffers per direction of the staged device pipeline "
      "(default 4)")),
     ("LPMPI_CUDA_AWARE", "0|1", ("device memory: force the transport (1: the MPI library reads device "

@@ -49,13 +49,20 @@ class Explanation:
     transport: str = ""
     #: LPMPI_AUTOTUNE: the online tuner's state for this call's key on this communicator
     online: str = ""
+    #: acc_dtype="float32": the call accumulates 16-bit data in float32 (decided for its
+    #: float32 copy: twice nbytes), else None
+    acc_dtype: str | None = None
 
     def __str__(self) -> str:
         chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
         where = f" on {self.nodes} nodes" if self.nodes > 1 else ""
-        lines = [f"{self.collective} of {self.nbytes} B on {self.nprocs} rank(s){where}, {self.memory} memory:",
+        acc = f", acc_dtype {self.acc_dtype}" if self.acc_dtype else ""
+        lines = [f"{self.collective} of {self.nbytes} B on {self.nprocs} rank(s){where}, {self.memory} memory{acc}:",
                  f"  auto -> {self.algorithm}{chunk}",
                  f"  because: {_SOURCES.get(self.source, self.source)}"]
+        if self.acc_dtype:
+            lines.append(f"  acc_dtype: the 16-bit data are summed in {self.acc_dtype}: decided (and run) on its "
+                         f"{self.acc_dtype} copy, {2 * self.nbytes} B, by the acc_dtype tables' rows where they apply")
         if self.override:
             lines.append("  environment: " + " ".join(f"{k}={v}" for k, v in self.override.items()))
         if self.table_row is not None:
@@ -90,13 +97,13 @@ class Explanation:
         return "\n".join(lines)
 
 
-def _table_context(collective: str, nbytes: int, nprocs: int, memory: str
+def _table_context(collective: str, nbytes: int, nprocs: int, memory: str, acc: bool = False
                    ) -> tuple[str | None, tables.Row | None, str]:
     """(path, row, note): the table row covering this call, or why none applies."""
     st = tables.status()
     if st.source == "disabled":
         return None, None, f"disabled ({tables.ENV_FILE}=none)"
-    for t in st.tables_for(nprocs, memory):
+    for t in st.tables_for(nprocs, memory, acc):
         row = t.lookup(collective, nbytes)
         if row is not None:
             return t.path, row, ""
@@ -104,23 +111,33 @@ def _table_context(collective: str, nbytes: int, nprocs: int, memory: str
     if not st.applied:
         why = "; ".join(f"{p}: {w}" for p, w in st.ignored) or "none loaded"
         return None, None, f"no table applies ({why})"
-    have = ", ".join(f"P={t.nprocs} ({t.memory})" for t in st.applied)
-    return None, None, f"loaded tables are for {have}, not P={nprocs} ({memory})"
+    have = ", ".join(f"P={t.nprocs} ({t.kind})" for t in st.applied)
+    kind = memory + ("+acc_dtype=float32" if acc else "")
+    return None, None, f"loaded tables are for {have}, not P={nprocs} ({kind})"
 
 
-def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host") -> Explanation:
+def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host",
+            acc_dtype: str | None = None) -> Explanation:
     """What algorithm="auto" picks for ``collective`` of ``nbytes`` bytes on ``comm`` and why:
     the environment override, the tuning-table row, or the cost model, with the model's
-    predicted time of every algorithm.  Local: no communication.
+    predicted time of every algorithm.  ``acc_dtype="float32"``: a call that sums nbytes of
+    16-bit data in float32 (allreduce, reduce, reduce_scatter; host memory), decided for its
+    float32 copy.  Local: no communication.
 
     >>> import lpmpi
     >>> print(lpmpi.explain("allreduce", 1 << 20))   # doctest: +SKIP
     """
     from mpi4py import MPI
 
-    alg, chunk, _, source, agreed = _core.choice(collective, nbytes, comm, memory)
+    if acc_dtype not in (None, "float32"):
+        raise ValueError(f"acc_dtype must be None or 'float32', got {acc_dtype!r}")
+    acc = acc_dtype is not None
+    if acc and (memory != "host" or not engine.collective_info(collective).has_op):
+        raise ValueError("acc_dtype: a reduction (allreduce, reduce, reduce_scatter) on host memory")
+    alg, chunk, _, source, agreed = _core.choice(collective, nbytes, comm, memory, acc=acc)
     nprocs = (MPI.COMM_WORLD if comm is None else comm).Get_size()
-    path, row, note = _table_context(collective, nbytes, nprocs, memory)
+    key_bytes = 2 * nbytes if acc else nbytes
+    path, row, note = _table_context(collective, key_bytes, nprocs, memory, acc)
     s = _env.settings
     env = {k: str(v) for k, v in (("LPMPI_ALGORITHM", s.algorithm), ("LPMPI_CHUNK_BYTES", s.chunk_bytes))
            if v is not None}
@@ -130,8 +147,8 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     if nt is not None:
         transport = f"{nt[0]} ({nt[1]})"
         if memory == "host" and engine.has_transports(collective, alg):
-            asked, why = _core.transport_choice(collective, nbytes, comm, memory)
-            took = _core.ring_transport(comm, nbytes, asked)
+            asked, why = _core.transport_choice(collective, nbytes, comm, memory, acc=acc)
+            took = _core.ring_transport(comm, key_bytes, asked)
             how = _TRANSPORT_SOURCES[why]
             if asked not in (None, took):
                 how = f"{why} asked for {asked}, which this communicator lacks: the model's rule by size"
@@ -154,7 +171,7 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     if s.autotune:
         from lpmpi import autotune
 
-        k = _core.autotune_key(collective, nbytes, comm, memory)
+        k = _core.autotune_key(collective, nbytes, comm, memory) if not acc else None
         if k is not None and k["choice"] is not None and k["state"] == "settled":
             c = k["candidates"][k["choice"]]
             alg, chunk, source = c["algorithm"], c["chunk_bytes"], "autotune"
@@ -163,6 +180,6 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
         online += ("; the algorithm may change while the program runs, and floating-point sums with it "
                    "(pin algorithm= or turn LPMPI_AUTOTUNE off where every step must give the same bits)")
     return Explanation(collective, nbytes, nprocs, memory, alg, chunk, source, env, path, row, note,
-                       model.current(), model.predict_all(collective, nprocs, nbytes, nodes), agreed,
-                       _core.request_forms(alg), nodes=nodes, network=network, transport=transport,
-                       online=online)
+                       model.current(), model.predict_all(collective, nprocs, key_bytes, nodes), agreed,
+                       _core.request_forms(alg, collective), nodes=nodes, network=network, transport=transport,
+                       online=online, acc_dtype=acc_dtype)

@@ -79,10 +79,11 @@ def test_debug_line_reports_the_engines_own_key(tmp_path):
     rc, out, err = run_split(cmd, child_env(env), 120)
     assert rc == 0, (out + err)[-3000:]
     dec = next(ln for ln in out.splitlines() if ln.startswith("DECISION")).split()
-    ag = next(ln for ln in err.splitlines() if ln.startswith("lpmpi: allgather"))
-    rd = next(ln for ln in err.splitlines() if ln.startswith("lpmpi: reduce"))
-    assert dec[2] == "8000" and "allgather 8000 B" in ag and f": {dec[1]}" in ag, (dec, ag)
-    assert dec[4] == "28" and "reduce 28 B (acc_dtype float32)" in rd and f": {dec[3]}" in rd, (dec, rd)
+    for rank in (0, 1):               # every rank's decision, each line naming its rank
+        ag = next(ln for ln in err.splitlines() if ln.startswith(f"lpmpi: rank {rank}: allgather"))
+        rd = next(ln for ln in err.splitlines() if ln.startswith(f"lpmpi: rank {rank}: reduce"))
+        assert dec[2] == "8000" and "allgather 8000 B" in ag and f": {dec[1]}" in ag, (dec, ag)
+        assert dec[4] == "28" and "reduce 28 B (acc_dtype float32)" in rd and f": {dec[3]}" in rd, (dec, rd)
 
 
 NODES_SCRIPT = """

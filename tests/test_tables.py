@@ -456,6 +456,20 @@ def test_explain_shows_the_plain_tables_row_beside_an_acc_table(tmp_path):
         assert [t.acc for t in st.tables_for(1)] == [False] and [t.acc for t in st.tables_for(1, acc=True)] == [True]
         e = lpmpi.explain("allreduce", 1000)
         assert (e.algorithm, e.table_row.algorithm) == ("mst", "mst"), e
+        # explain's acc_dtype view: the acc table's row, for the float32 copy (issue 41)
+        a = lpmpi.explain("allreduce", 1000, acc_dtype="float32")
+        assert (a.algorithm, a.table_row.algorithm, a.acc_dtype) == ("be", "be", "float32"), a
+        assert "acc_dtype: the 16-bit data are summed in float32" in str(a) and "2000 B" in str(a), str(a)
+        for bad in (dict(acc_dtype="float64"), dict(acc_dtype="float32", memory="cuda")):
+            try:
+                lpmpi.explain("allreduce", 1000, **bad)
+            except ValueError:
+                pass
+            else:
+                raise AssertionError(bad)
+        # the native requests line names this collective's MPI calls only
+        r = lpmpi.explain("alltoall", 1 << 20).requests
+        assert "MPI_Ialltoall;" in r and "MPI_Iallreduce" not in r or "native" not in r, r
         print("OK")
         """, env={"LPMPI_TUNING_FILE": f"{tmp_path / 'a-acc.json'}:{tmp_path / 'b.json'}"})
     assert "OK" in out

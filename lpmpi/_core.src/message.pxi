@@ -774,14 +774,13 @@ cdef str _source_name(int src):
     return ("override", "table", "model", "requested", "autotune")[src]
 
 cdef void _debug_log(Message m, int kind) except *:
-    """LPMPI_DEBUG=1: on rank 0, the decision (the engine's own: lp_request_decision, with the
-    call's own arguments and key) once per collective, key size bucket, communicator size,
-    memory kind and accumulation."""
+    """LPMPI_DEBUG=1: on every rank, the decision (the engine's own: lp_request_decision, with
+    the call's own arguments and key) once per collective, key size bucket, communicator size,
+    memory kind and accumulation, each line naming the rank (ranks that decide differently show
+    it side by side; they never should)."""
     cdef int rank = 0
     cdef lp_decision_t d
     MPI_Comm_rank(m.comm, &rank)
-    if rank != 0:
-        return
     try:
         m.decide(kind, &d)
     except Exception:
@@ -799,6 +798,6 @@ cdef void _debug_log(Message m, int kind) except *:
     tables = " (ranks' tables differ: rank 0's)" if ch.tables < 0 else ""
     tp = f" transport {TRANSPORTS[d.ring_transport - 1]}" if d.ring_transport > 0 else ""
     import sys
-    print(f"lpmpi: {COLLECTIVES[m.coll]} {nbytes} B{where}{acc} (bucket < 2^{bucket}) P={m.size}: "
+    print(f"lpmpi: rank {rank}: {COLLECTIVES[m.coll]} {nbytes} B{where}{acc} (bucket < 2^{bucket}) P={m.size}: "
           f"{lp_algo_name(ch.alg).decode()}{chs}{tp} [{_source_name(ch.source)}]{tables}",
           file=sys.stderr, flush=True)

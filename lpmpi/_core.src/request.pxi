@@ -302,14 +302,16 @@ def _native_forms():
     return bool(f & 1), bool(f & 2)
 
 
-def request_forms(algorithm):
+def request_forms(algorithm, collective=None):
     """How the nonblocking and persistent forms of ``algorithm`` run (one sentence; explain()
-    and lpmpi-info print it)."""
+    and lpmpi-info print it); ``collective``: that collective's MPI calls only (None: every
+    collective's)."""
     nb, pers = _native_forms()
     thread = ("the progress thread runs" if lp_progress_thread_running() else
               "no progress thread (lpmpi.progress_thread(True) or LPMPI_PROGRESS_THREAD=1 adds one)")
     if algorithm == "native":
-        names = [lp_coll_mpi_name(<lp_coll_t>i).decode() for i in range(LP_NCOLLS)]
+        which = range(LP_NCOLLS) if collective is None else (_coll_index(collective),)
+        names = [lp_coll_mpi_name(<lp_coll_t>i).decode() for i in which]
         p = (f"MPI 4's {' / '.join(m + '_init' for m in names)}, started each time"
              if pers else "the nonblocking ones at each start (this MPI library has no MPI 4 "
              "persistent collectives)")
