@@ -86,8 +86,8 @@ def info() -> None:
             alg, chunk, _, src, _ = _core.choice(coll, n, comm)
             ch = f", chunk {_size(chunk)}" if chunk else ""
             print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
-    print(f'"auto" with acc_dtype="float32" (16-bit data summed in float32, decided for its float32 copy; '
-          f'sizes of the 16-bit data):')
+    print('"auto" with acc_dtype="float32" (16-bit data summed in float32, decided for its float32 copy; '
+          'sizes of the 16-bit data):')
     for coll in engine.COLLECTIVES:
         if not engine.collective_info(coll).has_op:
             continue

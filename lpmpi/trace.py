@@ -164,8 +164,8 @@ def write_json(path: str | os.PathLike, events: list[dict[str, Any]]) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         f.write("[\n")
-        for i, e in enumerate(events):
-            f.write(json.dumps(e, separators=(",", ":")) + (",\n" if i + 1 < len(events) else "\n"))
+        f.writelines(json.dumps(e, separators=(",", ":")) + (",\n" if i + 1 < len(events) else "\n")
+                     for i, e in enumerate(events))
         f.write("]\n")
     os.replace(tmp, path)
 
@@ -339,8 +339,8 @@ def hang(directory: str | os.PathLike) -> str:
         return f"no flight-recorder dumps (fr.<rank>.json) in {directory}"
     world = max(d.get("world_size", 0) for d in dumps.values()) or (max(dumps) + 1)
     missing = sorted(set(range(world)) - set(dumps))
-    lines = [f"flight-recorder dumps of {len(dumps)} of {world} ranks in {directory} "
-             f"({', '.join(sorted({d['reason'] for d in dumps.values()}))})"]
+    why = ", ".join(sorted({d["reason"] for d in dumps.values()}))
+    lines = [f"flight-recorder dumps of {len(dumps)} of {world} ranks in {directory} ({why})"]
     if missing:
         lines.append(f"{_ranks(missing)} left no dump: dead (killed, crashed, exited), or not signalled "
                      "(kill -USR1 reaches only live ranks that ran an lpmpi collective)")
@@ -362,11 +362,11 @@ def hang(directory: str | os.PathLike) -> str:
         present = [r for r in ranks if r in dumps]
         dead = [r for r in ranks if r not in dumps]
 
-        def last_done(r: int) -> int:
+        def last_done(r: int, by_rank=by_rank) -> int:
             done = [s for s, e in by_rank.get(r, {}).items() if e["state"] == "done"]
             return max(done, default=0)
 
-        def reached(r: int) -> int:
+        def reached(r: int, by_rank=by_rank) -> int:
             return max(by_rank.get(r, {}), default=0)
 
         running = {r: e for r in present for s, e in by_rank.get(r, {}).items() if e["state"] in ("entered", "started")}
@@ -401,8 +401,7 @@ def hang(directory: str | os.PathLike) -> str:
                       any(q != r and q in at_k and t > dumped[q] for q in present))
         if len(entered) > 1 and all(t is not None for t in entered.values()):
             t0 = min(entered.values())
-            lines.append("  entered #%d: %s" % (k, ", ".join(
-                f"rank {r} {entered[r] - t0:+.3f} s" for r in sorted(entered))))
+            lines.append(f"  entered #{k}: " + ", ".join(f"rank {r} {entered[r] - t0:+.3f} s" for r in sorted(entered)))
         for r in late:
             q = min((q for q in present if q != r and q in at_k and entered[r] > dumped[q]), key=dumped.get)
             lines.append(f"  rank {r}: late for #{k}: entered it {entered[r] - dumped[q]:.3f} s after rank {q} "
@@ -416,8 +415,8 @@ def hang(directory: str | os.PathLike) -> str:
             lines.append(f"  rank {r}: no dump (dead?): its state is unknown")
         kinds = {(e["collective"], e["bytes"], e.get("root"), e.get("op")) for e in at_k.values()}
         if len(kinds) > 1:
-            lines.append("  the ranks disagree on #%d: %s" % (k, "; ".join(
-                f"rank {r}: {e['collective']} of {e['bytes']} B" for r, e in sorted(at_k.items()))))
+            lines.append(f"  the ranks disagree on #{k}: " + "; ".join(
+                f"rank {r}: {e['collective']} of {e['bytes']} B" for r, e in sorted(at_k.items())))
         if never:
             lines.append(f"  => {_ranks(never)} never reached collective #{k} ({ex['collective']}) on communicator {name}")
         elif late:
