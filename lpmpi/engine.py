@@ -148,6 +148,17 @@ def collective_info(name: str) -> Collective:
         raise ValueError(f"collective must be one of {COLLECTIVES}, got {name!r}") from None
 
 
+def bus_factor(collective: str, nprocs: int) -> float:
+    """busbw / algbw, as nccl-tests, from the collective's row: allreduce 2(P-1)/P, reduce and
+    bcast 1, the collectives whose buffers hold a block per rank (allgather, reduce_scatter,
+    alltoall, gather, scatter, their v forms) (P-1)/P (their size: the P blocks' bytes)."""
+    info = collective_info(collective)
+    P = nprocs
+    if info.blocks:
+        return (P - 1) / P
+    return 2.0 * (P - 1) / P if info.has_op and info.result == "all" else 1.0
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """One entry of the engine's algorithm registry."""

@@ -220,7 +220,7 @@ def calls(events_by_rank: dict[int, list[dict[str, Any]]]) -> dict[tuple[str, in
 # ------------------------------------------------------------------------- the summary
 def summary(events_by_rank: dict[int, list[dict[str, Any]]]) -> str:
     """Per collective: calls, bytes, time, bus bandwidth, algorithm mix, late and slow ranks."""
-    from lpmpi.bench.cases import bus_factor
+    from lpmpi.engine import bus_factor
 
     per = calls(events_by_rank)
     by_coll: dict[str, list[dict[int, dict[str, Any]]]] = defaultdict(list)

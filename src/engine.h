@@ -94,12 +94,10 @@ typedef struct {
     char host[64];
 } lp_trace_hdr_t;
 extern int lp_trace_on;
-uint64_t lp_fr_enter(int coll, int form, size_t count, int dt, int op, int root);
-lp_fr_ent_t *lp_fr_get(uint64_t gen);
-void lp_fr_comm(uint64_t gen, const lp_ctx_t *ctx);
-void lp_fr_start(struct lp_req *r);
-void lp_fr_phase(struct lp_req *r);
-void lp_fr_end(uint64_t gen, int rc);
+extern lp_fr_ent_t *lp_fr_ring;       /* the ring (NULL: off); recording: flight.h */
+extern uint64_t lp_fr_mask;
+extern atomic_ullong lp_fr_next;
+void lp_trace_put(const lp_fr_ent_t *e);
 void lp_fr_comm_add(uint64_t id, int size, int rank, const int *world);
 int lp_req_waiting(const struct lp_req *r, char *what, size_t n, int *peers, int maxp);
 

@@ -33,6 +33,7 @@
  * LPMPI_TRACE_MAX records a rank keeps one call in 100 of each communicator (by sequence
  * number: the same calls on every rank). */
 #include "engine.h"
+#include "flight.h"
 #include "schedule.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -47,9 +48,12 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------------- settings */
-static lp_fr_ent_t *ring;            /* NULL: the recorder is off */
-static uint64_t ring_mask;
-static atomic_ullong ring_next;      /* calls recorded (the next call's gen - 1) */
+lp_fr_ent_t *lp_fr_ring;             /* NULL: the recorder is off (recording: flight.h) */
+uint64_t lp_fr_mask;
+atomic_ullong lp_fr_next;            /* calls recorded (the next call's gen - 1) */
+#define ring lp_fr_ring
+#define ring_mask lp_fr_mask
+#define ring_next lp_fr_next
 static char fr_dir[1024] = "";       /* where dumps go ("" : lpmpi-fr in the working directory) */
 static double abort_after_s = 1800;  /* LPMPI_ABORT_TIMEOUT (0: off) */
 static int world_rank = -1, world_size = 0;
@@ -60,7 +64,6 @@ static long long mono_ns(clockid_t c) {
     clock_gettime(c, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
-static inline long long fr_now(void) { return mono_ns(lp_trace_on ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE); }
 
 int lp_fr_configure(long size, const char *dir, double abort_timeout_s) {
     if (size < 0 || size > (1L << 24)) return LP_FAIL(LP_ERR_ARG, "LPMPI_FR_SIZE %ld: 0..16777216", size);
@@ -76,90 +79,6 @@ int lp_fr_configure(long size, const char *dir, double abort_timeout_s) {
     ring_mask = n ? n - 1 : 0;
     ring = r;
     return LP_OK;
-}
-
-/* ------------------------------------------------------------------------------- recording */
-lp_fr_ent_t *lp_fr_get(uint64_t gen) {
-    if (!ring || !gen) return NULL;
-    lp_fr_ent_t *e = &ring[(gen - 1) & ring_mask];
-    return atomic_load_explicit(&e->gen, memory_order_relaxed) == gen ? e : NULL;
-}
-
-uint64_t lp_fr_enter(int coll, int form, size_t count, int dt, int op, int root) {
-    if (!ring) return 0;
-    uint64_t g = atomic_fetch_add_explicit(&ring_next, 1, memory_order_relaxed) + 1;
-    lp_fr_ent_t *e = &ring[(g - 1) & ring_mask];
-    atomic_store_explicit(&e->gen, 0, memory_order_relaxed);    /* (a dump skips it meanwhile) */
-    e->req = NULL;
-    e->comm = 0;
-    e->seq = 0;
-    e->t_enter = fr_now();
-    e->t_start = e->t_end = 0;
-    e->count = count;
-    e->bytes = count * (dt >= 0 && dt < LP_NDTYPES ? lp_dtype_size((lp_dtype_t)dt) : 0);
-    e->chunk = 0;
-    e->coll = coll;
-    e->dt = dt;
-    e->op = op;
-    e->root = root;
-    e->alg = -1;
-    e->tp = 0;
-    e->form = form;
-    e->state = LP_FR_ENTERED;
-    e->rc = 0;
-    e->phase = e->nphases = 0;
-    e->flags = 0;
-    atomic_store_explicit(&e->gen, g, memory_order_release);
-    return g;
-}
-
-/* its communicator is known (the call's sequence number: the next start's on ctx) */
-void lp_fr_comm(uint64_t gen, const lp_ctx_t *ctx) {
-    lp_fr_ent_t *e = lp_fr_get(gen);
-    if (!e) return;
-    e->comm = ctx->id;
-    e->seq = ctx->seq + 1;
-}
-
-/* r starts (its tags taken: ctx->seq is its number) */
-void lp_fr_start(lp_req_t *r) {
-    lp_fr_ent_t *e = lp_fr_get(r->fr);
-    r->fr_phases = 0;
-    if (!e) return;
-    const lp_ctx_t *c = r->ctx;
-    e->comm = c->id;
-    e->seq = c->seq;
-    e->alg = r->alg;
-    e->chunk = lp_algos[r->alg].chunked ? r->a.chunk_elems * r->a.esize : 0;
-    e->tp = lp_tp_of_ring(r->a.ring_tp);
-    e->nphases = r->nphases;
-    e->req = r;
-    e->t_start = fr_now();
-    if (lp_trace_on) {
-        r->fr_phases = e->seq <= 16 || e->seq % 16 == 0;
-        for (int i = 0; i < LP_FR_PHASES; i++) e->t_phase[i] = 0;
-    }
-    e->state = LP_FR_STARTED;
-}
-
-void lp_fr_phase(lp_req_t *r) {
-    lp_fr_ent_t *e = lp_fr_get(r->fr);
-    if (!e) return;
-    e->phase = r->phase;
-    if (r->fr_phases && r->phase < LP_FR_PHASES) e->t_phase[r->phase] = mono_ns(CLOCK_MONOTONIC);
-}
-
-static void trace_put(const lp_fr_ent_t *e);
-
-/* the call of gen ended (rc: LP_OK or its failure) */
-void lp_fr_end(uint64_t gen, int rc) {
-    lp_fr_ent_t *e = lp_fr_get(gen);
-    if (!e || e->state >= LP_FR_DONE) return;
-    e->t_end = fr_now();
-    e->rc = rc;
-    e->req = NULL;
-    e->state = rc == LP_OK ? LP_FR_DONE : LP_FR_FAILED;
-    if (lp_trace_on && e->t_start) trace_put(e);
 }
 
 /* ------------------------------------------------------------------------------- waiting */
@@ -328,6 +247,9 @@ int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn) {
     for (uint64_t g = last > n ? last - n + 1 : 1; ring && g <= last; g++) {
         lp_fr_ent_t e = ring[(g - 1) & ring_mask];       /* a copy: the owner may move on */
         if (atomic_load(&e.gen) != g) continue;
+        const lp_req_t *live = e.req;    /* a running call: its request's phase now */
+        const int running = e.state == LP_FR_STARTED && live && live->fr == g && live->state == LP_REQ_ACTIVE;
+        if (running) e.phase = live->phase;
         fprintf(f, "%s\n{\"gen\":%llu,\"comm\":%llu,\"seq\":%llu,\"collective\":\"%s\",\"form\":\"%s\","
                 "\"state\":\"%s\",\"count\":%llu,\"bytes\":%llu,\"dtype\":\"%s\",\"op\":\"%s\",\"root\":%d,"
                 "\"algorithm\":\"%s\",\"chunk\":%llu,\"transport\":\"%s\",\"phase\":%d,\"phases\":%d,\"rc\":%d",
@@ -340,8 +262,8 @@ int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn) {
         tnum(f, "t_enter", e.t_enter);
         tnum(f, "t_start", e.t_start);
         tnum(f, "t_end", e.t_end);
-        const lp_req_t *r = e.req;
-        if (e.state == LP_FR_STARTED && r && r->fr == g && r->state == LP_REQ_ACTIVE) {
+        const lp_req_t *r = live;
+        if (running) {
             char what[700];
             int peers[64], np = lp_req_waiting(r, what, sizeof what, peers, 64);
             fprintf(f, ",\"waiting\":");
@@ -523,7 +445,7 @@ static void trace_write(void) {     /* (trace_lock held) */
     tn = 0;
 }
 
-static void trace_put(const lp_fr_ent_t *e) {
+void lp_trace_put(const lp_fr_ent_t *e) {
     if (traced >= trace_max && e->seq % 100) return;     /* (the same calls on every rank) */
     pthread_mutex_lock(&trace_lock);
     lp_trace_rec_t *t = &tbuf[tn++];

@@ -25,6 +25,7 @@
  * yielding the processor when nothing moved, and sleeping when nothing is active or a waiter
  * observes everything (a waiter blocks in MPI_Waitsome whether the thread runs or not). */
 #include "engine.h"
+#include "flight.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -398,7 +399,7 @@ static int phase_begin(lp_req_t *r) {
         for (size_t i = 0; i < nreq; i++) r->reqs[i] = MPI_REQUEST_NULL;
         memset(r->fin, 0, nreq);
         r->nreq = nreq;
-        if (r->fr) lp_fr_phase(r);
+        if (r->fr_phases) lp_fr_phase(r);   /* the trace's sampled calls (a dump reads r->phase) */
         if (r->lanes_left) return LP_OK;
         r->phase++;
     }

@@ -17,6 +17,7 @@
  *      active list (progress.c).
  * A persistent request does 1-6 once; lp_start does 7. */
 #include "engine.h"
+#include "flight.h"
 #include <limits.h>
 #include <stdlib.h>
 
@@ -376,7 +377,8 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (lp_forked) return lp_not_forked();
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
-    if (kind != LP_REQ_PERSISTENT) fr = lp_fr_enter(coll, kind, count, dt, op, root);
+    if (kind != LP_REQ_PERSISTENT && (unsigned)dt < LP_NDTYPES)
+        fr = lp_fr_enter(coll, kind, count, lp_dtype_size(dt), dt, op, root);
     LP_TRY(call_check(&c, k));
     lp_ctx_t *ctx = c.ctx;
     const lp_coll_traits_t *T = lp_traits(coll);
@@ -543,7 +545,7 @@ int lp_start(lp_req_t *r) {
         return LP_FAIL(LP_ERR_ARG, "the communicator of this persistent request was freed");
     LP_TRY(acquire(r->ctx));
     const lp_args_t *a = &r->a;
-    r->fr = lp_fr_enter(a->coll, LP_REQ_PERSISTENT, a->count, a->dt, a->op, a->root);
+    r->fr = lp_fr_enter(a->coll, LP_REQ_PERSISTENT, a->count, a->esize, a->dt, a->op, a->root);
     if (r->fr) lp_fr_comm(r->fr, r->ctx);
     if (r->at_follow) rc = req_retune(r);
     if (rc == LP_OK && lp_check_enabled) rc = lp_check_agree(r->ctx, r->ck, 0);   /* the same request everywhere */

@@ -33,20 +33,24 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "mpi: spawns mpiexec (multi-process cases)")
     config.addinivalue_line("markers", "full: another P of a training or JAX matrix whose P = 2 case "
                             "runs by default (LPMPI_TESTS=full runs it too)")
+    config.addinivalue_line("markers", "stress: a long loop that hunts a rare failure (LPMPI_TESTS=stress "
+                            "runs it; several: LPMPI_TESTS=full,stress)")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The ``full`` cases run with LPMPI_TESTS=full only (CI's default run stays short); they
-    show as skipped with the reason (``pytest -rs``), never as passed."""
+    """The ``full`` cases run with LPMPI_TESTS=full only, the ``stress`` loops with
+    LPMPI_TESTS=stress (CI's default run stays short); they show as skipped with the reason
+    (``pytest -rs``), never as passed."""
     import os
 
-    if os.environ.get(FULL, "").lower() == "full":
-        return
-    skip = pytest.mark.skip(reason=f"{FULL}=full runs it too (another P of a training or JAX matrix "
-                                   "whose P = 2 case runs by default)")
+    on = {w.strip() for w in os.environ.get(FULL, "").lower().split(",")}
+    why = {"full": f"{FULL}=full runs it too (another P of a training or JAX matrix whose P = 2 case runs "
+                   "by default)",
+           "stress": f"{FULL}=stress runs it (a loop of minutes that hunts a rare failure)"}
     for item in items:
-        if "full" in item.keywords:
-            item.add_marker(skip)
+        for mark, reason in why.items():
+            if mark in item.keywords and mark not in on:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_report_header(config):

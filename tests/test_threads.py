@@ -2,10 +2,14 @@
 different communicators are correct, the first native calls that register lpmpi's user ops
 included (they raced before); two threads on one communicator get a clear error instead of
 sharing its scratch space."""
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
-from _mpi import child_env, mpiexec, run
+from _mpi import child_env, mpiexec, reap_leaked_mpich_shm, run
 
 pytestmark = pytest.mark.mpi
 
@@ -87,3 +91,50 @@ def test_two_threads_on_one_communicator_raise(tmp_path):
     assert len(lines) == 2, out
     for ln in lines:
         assert "another thread is running a collective on this communicator" in ln, out
+
+
+@pytest.mark.stress
+def test_concurrent_first_calls_500_runs_in_a_row(tmp_path):
+    """The hang of issue 41: four threads making their first lpmpi calls on four new
+    communicators at once hung about once in 1000 runs (MPICH's nonblocking context-id agreement
+    of the first call's MPI_Comm_idup beside another thread's blocking MPI_Comm_split_type,
+    livelocked on both ranks).  LPMPI_STRESS_RUNS runs (default 500) in a row, each within 60 s;
+    a run that hangs has every rank's flight recorder dumped (SIGUSR1) and its Python stacks
+    (py-spy, where installed) in the failure.  LPMPI_TESTS=stress runs it (~4 min)."""
+    script = tmp_path / "threads.py"
+    script.write_text(TWO_COMMS)
+    runs = int(os.environ.get("LPMPI_STRESS_RUNS", "500"))
+    fr = tmp_path / "fr"
+    env = child_env({"LPMPI_FR_DIR": fr})
+    t0 = time.monotonic()
+    for i in range(runs):
+        p = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, str(script)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            ranks = subprocess.run(["pgrep", "-f", f"python.* {script}"], capture_output=True, text=True,
+                                   check=False).stdout.split()
+            stacks, spy_bin = "", _which("py-spy")
+            for pid in ranks:
+                os.kill(int(pid), signal.SIGUSR1)
+                spy = subprocess.run([spy_bin, "dump", "--native", "--pid", pid], capture_output=True,
+                                     text=True, check=False, timeout=60) if spy_bin else None
+                stacks += f"--- rank process {pid}\n" + (spy.stdout if spy else "(py-spy not installed)\n")
+            time.sleep(2)
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+            reap_leaked_mpich_shm()
+            hang = subprocess.run([sys.executable, "-m", "lpmpi.trace", "--hang", str(fr)], capture_output=True,
+                                  text=True, check=False, env=env).stdout
+            pytest.fail(f"run {i + 1} of {runs} hung\n{out[-3000:]}\n{hang}\n{stacks[-20000:]}")
+        assert p.returncode == 0 and out.count(" ok") == 2, f"run {i + 1}: {out[-3000:]}"
+        if (i + 1) % 100 == 0:
+            print(f"{i + 1} runs in a row, {time.monotonic() - t0:.0f} s", flush=True)
+
+
+def _which(name):
+    import shutil
+
+    return shutil.which(name) or shutil.which(os.path.join(os.path.dirname(sys.executable), name))

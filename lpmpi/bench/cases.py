@@ -23,6 +23,7 @@ import lpmpi
 from lpmpi import engine
 from lpmpi._units import chunk_label
 from lpmpi.bench.memory import HostMemory
+from lpmpi.engine import bus_factor  # noqa: F401 (lpmpi.bench re-exports it)
 
 AUTO = "auto"
 NATIVE = "native"
@@ -131,17 +132,6 @@ def resolve_dtype(name: str) -> np.dtype:
 def mpi_op(op: str) -> Any:
     """The mpi4py op for an lpmpi op name, or None (``avg`` has no MPI equivalent)."""
     return None if op == "avg" else getattr(MPI, op.upper())
-
-
-def bus_factor(collective: str, nprocs: int) -> float:
-    """busbw / algbw, as nccl-tests, from the collective's row: allreduce 2(P-1)/P, reduce and
-    bcast 1, the collectives whose buffers hold a block per rank (allgather, reduce_scatter,
-    alltoall, gather, scatter, their v forms) (P-1)/P (their size: the P blocks' bytes)."""
-    info = engine.collective_info(collective)
-    P = nprocs
-    if info.blocks:
-        return (P - 1) / P
-    return 2.0 * (P - 1) / P if info.has_op and info.result == "all" else 1.0
 
 
 def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int | None, op: str,
