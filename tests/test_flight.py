@@ -280,3 +280,30 @@ def test_trace_of_a_killed_job_is_recovered(tmp_path):
         assert rest and all(s % 100 == 0 for s in rest), rest[:10]   # then one in 100
         counts.append(max(world))
     assert abs(counts[0] - counts[1]) <= 256 * 100, counts
+
+
+@pytest.mark.parametrize("alg", ["native", "ring"])
+def test_abort_timeout_ends_a_hung_job_with_a_dump(tmp_path, alg):
+    """LPMPI_ABORT_TIMEOUT (default 1800 s; 2 s here): rank 0 stuck in collective #K (inside MPI's
+    own blocking allreduce for "native") while rank 1 sleeps: the watch thread dumps, says what
+    #K waits for and aborts the job, which ends instead of hanging."""
+    script = tmp_path / "skip.py"
+    script.write_text(SKIP)
+    fr, ready = tmp_path / "fr", tmp_path / "ready"
+    ready.mkdir()
+    t0 = time.monotonic()
+    proc = _spawn(script, 2, {"LPMPI_FR_DIR": fr, "READY": ready, "SKIP_RANK": 1, "ALG": alg,
+                              "LPMPI_ABORT_TIMEOUT": "2"})
+    try:
+        out, _ = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the job did not end: " + _kill(proc))
+    reap_leaked_mpich_shm()
+    assert proc.returncode != 0 and time.monotonic() - t0 < 60, out
+    assert f"LPMPI_ABORT_TIMEOUT: allreduce #{K} (16384 bytes)" in out and "aborting the job" in out, out
+    # (ring: its peer's rank, or the node-local transport's counters it polls)
+    assert ("inside MPI's own collective" if alg == "native" else "waiting for") in out, out
+    d = json.loads((fr / "fr.0.json").read_text())
+    assert d["reason"] == "watchdog (LPMPI_ABORT_TIMEOUT)" and d["entries"][-1]["state"] == "started", d
+    report = _trace_cli("--hang", fr)
+    assert "rank 1 left no dump" in report and f"diverge at collective #{K}" in report, report
