@@ -1,6 +1,6 @@
 """What the collectives did: traces (LPMPI_TRACE) and flight-recorder dumps (LPMPI_FR_DIR).
 
-``LPMPI_TRACE=dir`` makes every rank record each collective call (src/flight.c: one 184-byte
+``LPMPI_TRACE=dir`` makes every rank record each collective call (src/flight.c: one 64-byte
 record per call, buffered, written to ``dir/trace.<rank>.bin``); at exit this module turns the
 records into ``dir/trace.<rank>.json``, Chrome trace events (Perfetto and chrome://tracing read
 them): one complete event per call (from entering the call to its end) with its sequence
@@ -32,21 +32,25 @@ from typing import Any
 
 import numpy as np
 
-#: a record of src/flight.c (lp_trace_rec_t: LP_FR_FIELDS after gen)
+#: a call's record in the file (src/engine.h lp_trace_rec_t, 64 bytes)
 RECORD = np.dtype([
-    ("gen", "<u8"), ("comm", "<u8"), ("seq", "<u8"),
-    ("t_enter", "<i8"), ("t_start", "<i8"), ("t_end", "<i8"),
-    ("count", "<u8"), ("bytes", "<u8"), ("chunk", "<u8"),
-    ("coll", "<i4"), ("dt", "<i4"), ("op", "<i4"), ("root", "<i4"), ("alg", "<i4"), ("tp", "<i4"),
-    ("form", "<i4"), ("state", "<i4"), ("rc", "<i4"), ("phase", "<i4"), ("nphases", "<i4"), ("flags", "<i4"),
-    ("t_phase", "<i8", (8,)),
+    ("comm", "<u8"), ("seq", "<u8"), ("t_enter", "<i8"), ("t_end", "<i8"), ("bytes", "<u8"),
+    ("chunk", "<u4"), ("start_off", "<u4"),
+    ("coll", "u1"), ("dt", "u1"), ("op", "u1"), ("alg", "u1"), ("tp", "u1"), ("form", "u1"), ("flags", "u1"),
+    ("nphases", "u1"), ("root", "<i4"), ("rc", "<i4"),
+])
+#: the phases' starts of a call whose phases were timed (lp_trace_phases_t: flags has PHASES)
+PHASES = np.dtype([
+    ("comm", "<u8"), ("seq", "<u8"), ("t_phase0", "<i8"), ("off", "<u4", (7,)), ("pad", "u1", (2,)),
+    ("flags", "u1"), ("nphases", "u1"), ("pad2", "u1", (8,)),
 ])
 #: the file's header (lp_trace_hdr_t)
 HEADER = np.dtype([
     ("magic", "S8"), ("version", "<i4"), ("recsize", "<i4"), ("rank", "<i4"), ("world_size", "<i4"),
     ("pid", "<i4"), ("pad", "<i4"), ("mono_to_unix", "<i8"), ("host", "S64"),
 ])
-assert RECORD.itemsize == 184 and HEADER.itemsize == 104
+assert RECORD.itemsize == PHASES.itemsize == 64 and HEADER.itemsize == 104
+_PHASE_FLAG = 2
 _FORMS = ("blocking", "nonblocking", "persistent")
 _TRANSPORTS = ("", "mpi", "shm", "cma")
 _SAMPLED = 1
@@ -90,18 +94,28 @@ def finish() -> str | None:
 
 # ------------------------------------------------------------------------- reading
 def read_bin(path: str | os.PathLike) -> tuple[dict[str, Any], np.ndarray]:
-    """A ``trace.<rank>.bin`` file's header and records (a partly written last record dropped)."""
+    """A ``trace.<rank>.bin`` file's header and call records (a partly written last record
+    dropped); the header's ``"phases"``: (comm, seq) -> the starts of that call's phases (ns)."""
     raw = Path(path).read_bytes()
     if len(raw) < HEADER.itemsize or raw[:8] != b"LPMPITR1":
         raise ValueError(f"{path}: not an lpmpi trace (LPMPI_TRACE) file")
     h = np.frombuffer(raw[:HEADER.itemsize], HEADER)[0]
-    if int(h["recsize"]) != RECORD.itemsize:
-        raise ValueError(f"{path}: records of {int(h['recsize'])} bytes, this lpmpi reads {RECORD.itemsize}")
+    if int(h["recsize"]) != RECORD.itemsize or int(h["version"]) != 2:
+        raise ValueError(f"{path}: version {int(h['version'])} records of {int(h['recsize'])} bytes; this lpmpi "
+                         f"reads version 2, {RECORD.itemsize} bytes")
     body = raw[HEADER.itemsize:]
     n = len(body) // RECORD.itemsize
-    recs = np.frombuffer(body[:n * RECORD.itemsize], RECORD)
+    allrec = np.frombuffer(body[:n * RECORD.itemsize], RECORD)
+    is_ph = (allrec["flags"] & _PHASE_FLAG) != 0
+    recs = allrec[~is_ph]
+    phases = {}
+    for p in np.frombuffer(body[:n * RECORD.itemsize], PHASES)[is_ph]:
+        k = min(int(p["nphases"]), 8)
+        t0 = int(p["t_phase0"])
+        phases[(int(p["comm"]), int(p["seq"]))] = [t0] + [t0 + int(o) for o in p["off"][:max(k - 1, 0)] if o]
     hdr = {"rank": int(h["rank"]), "world_size": int(h["world_size"]), "pid": int(h["pid"]),
-           "host": h["host"].split(b"\0")[0].decode(errors="replace"), "mono_to_unix": int(h["mono_to_unix"])}
+           "host": h["host"].split(b"\0")[0].decode(errors="replace"), "mono_to_unix": int(h["mono_to_unix"]),
+           "phases": phases}
     return hdr, recs
 
 
@@ -133,14 +147,15 @@ def to_events(hdr: dict[str, Any], recs: np.ndarray) -> list[dict[str, Any]]:
             seen.add(comm)
             ev.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
                        "args": {"name": f"communicator {comm_name(comm)}"}})
-        t0, t1, ts = int(r["t_enter"]), int(r["t_end"]), int(r["t_start"])
+        t0, t1 = int(r["t_enter"]), int(r["t_end"])
+        ts = t0 + int(r["start_off"])
         coll = colls[r["coll"]] if 0 <= r["coll"] < len(colls) else str(int(r["coll"]))
-        args = {"seq": int(r["seq"]), "comm": comm_name(comm), "bytes": int(r["bytes"]), "count": int(r["count"]),
+        args = {"seq": int(r["seq"]), "comm": comm_name(comm), "bytes": int(r["bytes"]),
                 "dtype": dtypes[r["dt"]] if 0 <= r["dt"] < len(dtypes) else "?",
                 "algorithm": algs.get(int(r["alg"]), "?"), "chunk": int(r["chunk"]),
                 "transport": _TRANSPORTS[r["tp"]] if 0 <= r["tp"] < 4 else "?",
                 "form": _FORMS[r["form"]] if 0 <= r["form"] < 3 else "?", "phases": int(r["nphases"])}
-        if r["op"] >= 0 and coll in ("allreduce", "reduce", "reduce_scatter", "reduce_scatterv"):
+        if coll in ("allreduce", "reduce", "reduce_scatter", "reduce_scatterv"):
             args["op"] = ops[r["op"]] if r["op"] < len(ops) else "?"
         if r["rc"]:
             args["error"] = int(r["rc"])
@@ -151,7 +166,7 @@ def to_events(hdr: dict[str, Any], recs: np.ndarray) -> list[dict[str, Any]]:
         if ts > t0:
             ev.append({"name": "prepare", "cat": "phase", "ph": "X", "ts": us(t0), "dur": (ts - t0) / 1000.0,
                        "pid": rank, "tid": tid})
-        ph = [int(x) for x in r["t_phase"] if x]
+        ph = hdr["phases"].get((comm, int(r["seq"])), [])
         for i, p in enumerate(ph):
             end = ph[i + 1] if i + 1 < len(ph) else t1
             ev.append({"name": f"phase {i}", "cat": "phase", "ph": "X", "ts": us(p), "dur": max(end - p, 0) / 1000.0,

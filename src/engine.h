@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include <stdatomic.h>
+#include <stddef.h>
 
 typedef struct lp_ctx lp_ctx_t;
 
@@ -84,9 +85,29 @@ enum { LP_TRACE_SAMPLED = 1 };
     uint64_t count, bytes, chunk;                                                           \
     int32_t coll, dt, op, root, alg, tp, form, state, rc, phase, nphases, flags;            \
     int64_t t_phase[LP_FR_PHASES];
-typedef struct { uint64_t gen; LP_FR_FIELDS } lp_trace_rec_t;
 typedef struct { _Atomic uint64_t gen; LP_FR_FIELDS const struct lp_req *req; } lp_fr_ent_t;
-_Static_assert(sizeof(lp_trace_rec_t) == 184, "lpmpi/trace.py reads 184-byte records");
+/* the trace's file: 64-byte records (lpmpi/trace.py reads them: keep the two alike), a call's
+ * (flags without LP_TRACE_PHASES) and, for the calls whose phases were timed, one more with the
+ * phases' starts (flags with it): t_phase0 and each later phase's start - t_phase0 (ns) */
+enum { LP_TRACE_PHASES = 2 };
+typedef struct {
+    uint64_t comm, seq;
+    int64_t t_enter, t_end;   /* ns, CLOCK_MONOTONIC */
+    uint64_t bytes;
+    uint32_t chunk, start_off;    /* start_off: t_start - t_enter (ns, saturated) */
+    uint8_t coll, dt, op, alg, tp, form, flags, nphases;
+    int32_t root, rc;
+} lp_trace_rec_t;
+typedef struct {
+    uint64_t comm, seq;
+    int64_t t_phase0;
+    uint32_t off[LP_FR_PHASES - 1];
+    uint8_t pad[2], flags, nphases;
+    uint8_t pad2[8];
+} lp_trace_phases_t;
+_Static_assert(sizeof(lp_trace_rec_t) == 64 && sizeof(lp_trace_phases_t) == 64,
+               "lpmpi/trace.py reads 64-byte records");
+_Static_assert(offsetof(lp_trace_rec_t, flags) == offsetof(lp_trace_phases_t, flags), "flags tell them apart");
 typedef struct {
     char magic[8];            /* "LPMPITR1" */
     int32_t version, recsize, rank, world_size, pid, pad;

@@ -39,7 +39,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +210,9 @@ static int mkdirs(const char *path) {
 
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static void trace_flush(void);
+static void trace_drain(void);
+static void tsc_anchor(void);
+static pthread_mutex_t file_lock;    /* (defined with the trace, below) */
 
 int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn) {
     char d[1024], tmp[1100], fin[1100];
@@ -334,13 +339,22 @@ static void *watch_main(void *arg) {
         int ms = abort_after_s > 0 ? (int)(abort_after_s * 1000 / 8) : -1;
         if (ms > 5000) ms = 5000;
         if (ms >= 0 && ms < 50) ms = 50;
+        if (lp_trace_on && (ms < 0 || ms > 500)) ms = 500;   /* the trace's clock: a new anchor */
+        if (lp_trace_on) {
+            pthread_mutex_lock(&file_lock);
+            tsc_anchor();
+            pthread_mutex_unlock(&file_lock);
+        }
         struct pollfd p = {sig_pipe[0], POLLIN, 0};
         int k = poll(&p, 1, ms);
         if (k > 0) {
             char b[64];
-            if (read(sig_pipe[0], b, sizeof b) <= 0) continue;
+            ssize_t got = read(sig_pipe[0], b, sizeof b);
+            int usr1 = 0;
+            for (ssize_t i = 0; i < got; i++) usr1 |= b[i] == 1;
+            trace_drain();                                /* (2: a trace buffer is full) */
             char path[1100] = "";
-            if (lp_fr_dump("SIGUSR1", NULL, path, sizeof path) == LP_OK)
+            if (usr1 && lp_fr_dump("SIGUSR1", NULL, path, sizeof path) == LP_OK)
                 fprintf(stderr, "lpmpi: rank %d: flight recorder written to %s (SIGUSR1)\n", world_rank, path);
             continue;
         }
@@ -396,13 +410,73 @@ static void arm(void) {
 }
 
 /* ------------------------------------------------------------------------------- the trace */
-enum { LP_TRACE_BUF = 256 };
+/* Two buffers of LP_TRACE_BUF records: calls fill one while the watch thread writes the other to
+ * the file (so the call that fills a buffer does not pay for the write); without the thread (the
+ * recorder off), or with the other buffer still being written, the filling call writes it. */
+enum { LP_TRACE_BUF = 4096 };   /* 256 KiB */
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
-static lp_trace_rec_t tbuf[LP_TRACE_BUF];
-static int tn;
+static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;   /* the file (and its first write) */
+static lp_trace_rec_t tbuf[2][LP_TRACE_BUF];
+static int tcur, tn;                 /* the buffer being filled, its records */
+/* the other buffer: -1 none; 2 n + b: buffer b's n records wait for the thread; -2: being written */
+enum { FULL_NONE = -1, FULL_BUSY = -2 };
+static atomic_int full = FULL_NONE;
 static int tfd = -1;
 static char trace_dir[1024];
 static unsigned long long trace_max = 100000, traced;
+
+_Atomic(const lp_tsc_anchor_t *) lp_tsc_now;
+static lp_tsc_anchor_t anchors[8];   /* rotating: a reader holds one for nanoseconds, they change per buffer */
+static int nanchor, tsc_ok = -1;   /* (nanchor: under file_lock) */
+static int64_t tsc_first, ns_first;
+
+/* a (TSC, CLOCK_MONOTONIC) pair read close together (the tightest of three) */
+static void tsc_pair(int64_t *tsc, int64_t *ns) {
+#if defined(__x86_64__)
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        int64_t a = (int64_t)__rdtsc(), n = mono_ns(CLOCK_MONOTONIC), b = (int64_t)__rdtsc();
+        if (b - a < best) {
+            best = b - a;
+            *tsc = a + (b - a) / 2;
+            *ns = n;
+        }
+    }
+#else
+    *tsc = *ns = 0;
+#endif
+}
+
+/* a new anchor for the trace's clock (the trace begins; each buffer it writes; the watch thread
+ * every 0.5 s): the first one waits 30 ms for a first rate */
+static void tsc_anchor(void) {
+#if defined(__x86_64__)
+    if (tsc_ok < 0) {               /* invariant TSC? (/proc/cpuinfo's flags) */
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        char line[8192];
+        tsc_ok = 0;
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "flags", 5)) {
+                tsc_ok = strstr(line, " constant_tsc") && strstr(line, " nonstop_tsc");
+                break;
+            }
+        if (f) fclose(f);
+        if (!tsc_ok) return;
+        tsc_pair(&tsc_first, &ns_first);
+        struct timespec nap = {0, 30000000};        /* (the rate's error: ~1e-6, and falling) */
+        nanosleep(&nap, NULL);
+    }
+    if (!tsc_ok) return;
+    int64_t t, n;
+    tsc_pair(&t, &n);
+    if (t <= tsc_first || n <= ns_first) return;
+    lp_tsc_anchor_t *a = &anchors[nanchor++ % 8];
+    a->tsc0 = t;
+    a->ns0 = n;
+    a->mult = (uint64_t)((double)(n - ns_first) / (double)(t - tsc_first) * 4294967296.0);
+    atomic_store_explicit(&lp_tsc_now, a, memory_order_release);
+#endif
+}
 
 int lp_trace_configure(const char *dir, unsigned long long max_records) {
     if (!dir || !*dir) {
@@ -412,12 +486,17 @@ int lp_trace_configure(const char *dir, unsigned long long max_records) {
     if (mkdirs(dir)) return LP_FAIL(LP_ERR_ARG, "LPMPI_TRACE: cannot create %s: %s", dir, strerror(errno));
     snprintf(trace_dir, sizeof trace_dir, "%s", dir);
     if (max_records) trace_max = max_records;
+    tsc_anchor();
     lp_trace_on = 1;
     return LP_OK;
 }
 
-static void trace_write(void) {     /* (trace_lock held) */
-    if (tfd < 0 && tn) {
+/* write n records of buffer b to the file (opened with its header on the first write); a new
+ * anchor for the clock */
+static void trace_write(int b, int n) {
+    pthread_mutex_lock(&file_lock);
+    tsc_anchor();
+    if (tfd < 0 && n) {
         char p[1100];
         int wr = world_rank >= 0 ? world_rank : 0;
         snprintf(p, sizeof p, "%s/trace.%d.bin", trace_dir, wr);
@@ -425,40 +504,97 @@ static void trace_write(void) {     /* (trace_lock held) */
         if (tfd < 0) {
             lp_trace_on = 0;
             fprintf(stderr, "lpmpi: LPMPI_TRACE: cannot write %s: %s (tracing off)\n", p, strerror(errno));
-            tn = 0;
+            pthread_mutex_unlock(&file_lock);
             return;
         }
-        lp_trace_hdr_t h = {{'L', 'P', 'M', 'P', 'I', 'T', 'R', '1'}, 1, (int32_t)sizeof(lp_trace_rec_t), wr,
+        lp_trace_hdr_t h = {{'L', 'P', 'M', 'P', 'I', 'T', 'R', '1'}, 2, (int32_t)sizeof(lp_trace_rec_t), wr,
                             world_size, (int32_t)getpid(), 0,
                             mono_ns(CLOCK_REALTIME) - mono_ns(CLOCK_MONOTONIC), {0}};
         gethostname(h.host, sizeof h.host - 1);
-        if (write(tfd, &h, sizeof h) != (ssize_t)sizeof h) tn = 0;
+        if (write(tfd, &h, sizeof h) != (ssize_t)sizeof h) n = 0;
     }
-    size_t b = (size_t)tn * sizeof *tbuf;
-    const char *p = (const char *)tbuf;
-    while (b) {
-        ssize_t k = write(tfd, p, b);
+    size_t left = (size_t)n * sizeof(lp_trace_rec_t);
+    const char *p = (const char *)tbuf[b];
+    while (left && tfd >= 0) {
+        ssize_t k = write(tfd, p, left);
         if (k <= 0) break;
         p += k;
-        b -= (size_t)k;
+        left -= (size_t)k;
     }
-    tn = 0;
+    pthread_mutex_unlock(&file_lock);
+}
+
+/* the full buffer, if one waits: claimed, written, let go (the watch thread; trace_flush) */
+static void trace_drain(void) {
+    int f = atomic_load(&full);
+    if (f < 0 || !atomic_compare_exchange_strong(&full, &f, FULL_BUSY)) return;
+    trace_write(f & 1, f >> 1);
+    atomic_store(&full, FULL_NONE);
+}
+
+static inline uint32_t u32sat(int64_t x) { return x < 0 ? 0 : x > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)x; }
+
+/* (trace_lock held) the next record's place; a full buffer goes to the watch thread (or, with
+ * none or it behind, is written here) */
+static lp_trace_rec_t *trace_slot(void) {
+    if (tn == LP_TRACE_BUF) {
+        char two = 2;
+        if (atomic_load(&full) != FULL_NONE || sig_pipe[1] < 0) {
+            trace_write(tcur, tn);                       /* no thread, or it is behind: here */
+        } else {
+            atomic_store(&full, 2 * tn + tcur);
+            tcur ^= 1;
+            if (write(sig_pipe[1], &two, 1) != 1) trace_drain();   /* (pipe full: here) */
+        }
+        tn = 0;
+    }
+    return &tbuf[tcur][tn++];
 }
 
 void lp_trace_put(const lp_fr_ent_t *e) {
     if (traced >= trace_max && e->seq % 100) return;     /* (the same calls on every rank) */
     pthread_mutex_lock(&trace_lock);
-    lp_trace_rec_t *t = &tbuf[tn++];
-    memcpy(t, e, sizeof *t);          /* the entry's first part is the record */
-    if (traced++ >= trace_max) t->flags |= LP_TRACE_SAMPLED;
-    if (tn == LP_TRACE_BUF) trace_write();
+    lp_trace_rec_t *t = trace_slot();
+    t->comm = e->comm;
+    t->seq = e->seq;
+    t->t_enter = e->t_enter;
+    t->t_end = e->t_end;
+    t->bytes = e->bytes;
+    t->chunk = u32sat((int64_t)e->chunk);
+    t->start_off = u32sat(e->t_start - e->t_enter);
+    t->coll = (uint8_t)e->coll;
+    t->dt = (uint8_t)e->dt;
+    t->op = (uint8_t)e->op;
+    t->alg = (uint8_t)e->alg;
+    t->tp = (uint8_t)e->tp;
+    t->form = (uint8_t)e->form;
+    t->flags = traced++ >= trace_max ? LP_TRACE_SAMPLED : 0;
+    t->nphases = (uint8_t)e->nphases;
+    t->root = e->root;
+    t->rc = e->rc;
+    if (e->t_phase[0]) {             /* a call whose phases were timed */
+        lp_trace_phases_t *p = (lp_trace_phases_t *)trace_slot();
+        memset(p, 0, sizeof *p);
+        p->comm = e->comm;
+        p->seq = e->seq;
+        p->t_phase0 = e->t_phase[0];
+        for (int i = 1; i < LP_FR_PHASES; i++)
+            p->off[i - 1] = e->t_phase[i] ? u32sat(e->t_phase[i] - e->t_phase[0]) : 0;
+        p->flags = LP_TRACE_PHASES;
+        p->nphases = (uint8_t)e->nphases;
+    }
     pthread_mutex_unlock(&trace_lock);
 }
 
 static void trace_flush(void) {
     if (!lp_trace_on) return;
     pthread_mutex_lock(&trace_lock);
-    if (tn) trace_write();
+    while (atomic_load(&full) != FULL_NONE) {       /* the other buffer first (the file's order) */
+        trace_drain();
+        if (atomic_load(&full) == FULL_BUSY) sched_yield();
+    }
+    if (tn) trace_write(tcur, tn);
+    tn = 0;
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -466,14 +602,16 @@ static void trace_flush(void) {
 int lp_trace_close(char *path, size_t n) {
     if (path && n) path[0] = 0;
     if (!lp_trace_on) return LP_OK;
+    trace_flush();
     pthread_mutex_lock(&trace_lock);
-    if (tn || tfd < 0) trace_write();
+    pthread_mutex_lock(&file_lock);
     if (tfd >= 0) {
         close(tfd);
         tfd = -1;
         if (path) snprintf(path, n, "%s/trace.%d.bin", trace_dir, world_rank >= 0 ? world_rank : 0);
     }
     lp_trace_on = 0;
+    pthread_mutex_unlock(&file_lock);
     pthread_mutex_unlock(&trace_lock);
     return LP_OK;
 }

@@ -9,7 +9,23 @@
 #include "engine.h"
 #include <time.h>
 
+/* the trace's precise clock: on x86-64 with an invariant TSC (constant_tsc and nonstop_tsc), the
+ * time-stamp counter mapped to CLOCK_MONOTONIC's nanoseconds by an anchor, a (TSC, monotonic)
+ * pair taken when the trace begins and again at each buffer the trace writes (its rate from the
+ * first anchor to the latest: flight.c), a few ns a read against clock_gettime's 20-25.  Ranks on
+ * one host read one TSC and anchor to one CLOCK_MONOTONIC: their times agree within an anchor's
+ * error (tens of ns), as clock_gettime's would. */
+typedef struct { int64_t tsc0, ns0; uint64_t mult; } lp_tsc_anchor_t;   /* ns = ns0 + (dtsc * mult) >> 32 */
+extern _Atomic(const lp_tsc_anchor_t *) lp_tsc_now;                   /* NULL: clock_gettime */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 static inline long long lp_fr_clock(int precise) {
+#if defined(__x86_64__)
+    const lp_tsc_anchor_t *a = precise ? atomic_load_explicit(&lp_tsc_now, memory_order_acquire) : NULL;
+    if (a) return a->ns0 + (long long)(((__int128)((int64_t)__rdtsc() - a->tsc0) * (__int128)a->mult) >> 32);
+#endif
     struct timespec t;
     clock_gettime(precise ? CLOCK_MONOTONIC : CLOCK_MONOTONIC_COARSE, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
@@ -70,7 +86,10 @@ static inline void lp_fr_start(lp_req_t *r) {
     if (lp_trace_on) {           /* the start's own clock only where the phases are timed */
         r->fr_phases = e->seq <= 16 || e->seq % 16 == 0;
         e->t_start = r->fr_phases ? lp_fr_clock(1) : e->t_enter;
-        for (int i = 0; i < LP_FR_PHASES; i++) e->t_phase[i] = 0;
+        if (r->fr_phases)
+            for (int i = 0; i < LP_FR_PHASES; i++) e->t_phase[i] = 0;
+        else
+            e->t_phase[0] = 0;       /* (the record: no phases) */
     }
     e->state = LP_FR_STARTED;
 }

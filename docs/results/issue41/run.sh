@@ -9,7 +9,7 @@ PY=${PY:-.venv/bin/python}; MPIEXEC=${MPIEXEC:-.venv/bin/mpiexec}
 HERE=$(cd "$(dirname "$0")" && pwd)
 for r in $(seq 1 "$ROUNDS"); do
   pin=""; [ $((r % 2)) -eq 0 ] && pin="-bind-to core"
-  for cfg in base fr_on fr_off trace; do
+  for cfg in ${CFGS:-base fr_on fr_off trace}; do
     case $cfg in
       base)   env="PYTHONPATH=$BASE" ;;
       fr_on)  env="PYTHONPATH=$NEW" ;;

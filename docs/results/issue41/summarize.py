@@ -11,7 +11,7 @@ for line in open(sys.argv[1]):
         continue
     vals = dict(re.findall(r"RESULT (\d+) ([\d.]+)", m.group(4)))
     rows[(int(m.group(1)), m.group(2))][m.group(3)] = {int(k): float(v) for k, v in vals.items()}
-cfgs = ["base", "fr_on", "fr_off", "trace"]
+cfgs = [c for c in ["base", "fr_on", "fr_off", "trace"] if any(c in v for v in rows.values())]
 for nbytes in (8, 65536):
     print(f"allreduce {nbytes} B, P = 2, us per call (median over launches [min, max]); ratio to base "
           f"(median of each round's paired ratio [min, max])")
