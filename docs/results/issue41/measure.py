@@ -1,6 +1,5 @@
 """One launch: per-call time of a blocking allreduce (float32, auto) at 8 B and 64 KiB, rank 0's
 median over 15 batches (after a warm-up), printed as `RESULT <bytes> <us>`."""
-import sys
 import time
 
 import numpy as np

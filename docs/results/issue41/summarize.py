@@ -5,7 +5,7 @@ import sys
 from collections import defaultdict
 
 rows = defaultdict(dict)            # (round, pin) -> cfg -> {bytes: us}
-for line in open(sys.argv[1]):
+for line in open(sys.argv[1]).read().splitlines():  # noqa: SIM115
     m = re.match(r"round (\d+) pin=(\S*) (\S+) (.*)", line)
     if not m:
         continue
