@@ -375,6 +375,8 @@ static void *watch_main(void *arg) {
                 (unsigned long long)e.comm, abort_after_s, what,
                 drc == LP_OK ? "flight recorder written to " : "no flight recorder written", path);
         fflush(stderr);
+        struct timespec nap = {0, 300000000};      /* the launcher forwards the message first */
+        nanosleep(&nap, NULL);
         int lvl = 0;
         MPI_Query_thread(&lvl);
         if (lvl == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 3);
