@@ -66,7 +66,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_TRACE_MAX", "calls", ("with LPMPI_TRACE: calls a rank records in full (default 100000); past "
      "them one call in 100 of each communicator")),
     ("LPMPI_FR_SIZE", "0..16777216", ("the flight recorder: the last calls each rank keeps, with their state "
-     "(default 256; 0: off)")),
+     "(default 256; 0: off, and with it the SIGUSR1 dumps and LPMPI_ABORT_TIMEOUT)")),
     ("LPMPI_FR_DIR", "directory", ("where the flight recorder is dumped (fr.<rank>.json): by the watchdog, on "
      "SIGUSR1, by lpmpi.dump_flight_recorder(); default lpmpi-fr in the working directory; lpmpi-trace "
      "--hang directory says where the ranks diverged")),
