@@ -306,6 +306,7 @@ def plot(events_by_rank: dict[int, list[dict[str, Any]]], out: str | os.PathLike
                 a.broken_barh(bars, (rank - 0.4, 0.8), color=colour[c], label=c if rank == min(events_by_rank) else None)
     a.set_xlabel("ms since the first call")
     a.set_ylabel("rank")
+    a.set_yticks(sorted(events_by_rank))
     a.set_title(f"the last {last} calls of each rank (from entering the call to its end)")
     a.legend(loc="upper right", fontsize=8)
     for c in colls:
