@@ -472,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"merged timeline: {merged} (open it in https://ui.perfetto.dev or chrome://tracing)")
     if a.png != "none":
         png = plot(evs, a.png or Path(a.directory) / "trace.png", a.last)
-        print(f"picture: {png}" if png else "picture: none (matplotlib is not installed: pip install matplotlib)")
+        print(f"picture: {png}" if png else "picture: none (matplotlib is not installed: pip install matplotlib, "
+              "or lpmpi[examples])")
     return 0
 
 

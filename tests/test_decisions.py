@@ -80,8 +80,8 @@ def test_debug_line_reports_the_engines_own_key(tmp_path):
     assert rc == 0, (out + err)[-3000:]
     dec = next(ln for ln in out.splitlines() if ln.startswith("DECISION")).split()
     for rank in (0, 1):               # every rank's decision, each line naming its rank
-        ag = next(ln for ln in err.splitlines() if ln.startswith(f"lpmpi: rank {rank}: allgather"))
-        rd = next(ln for ln in err.splitlines() if ln.startswith(f"lpmpi: rank {rank}: reduce"))
+        ag = re.search(rf"lpmpi: rank {rank}: allgather[^\n]*?\]", err).group(0)
+        rd = re.search(rf"lpmpi: rank {rank}: reduce[^\n]*?\]", err).group(0)
         assert dec[2] == "8000" and "allgather 8000 B" in ag and f": {dec[1]}" in ag, (dec, ag)
         assert dec[4] == "28" and "reduce 28 B (acc_dtype float32)" in rd and f": {dec[3]}" in rd, (dec, rd)
 

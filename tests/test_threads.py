@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from _mpi import child_env, mpiexec, reap_leaked_mpich_shm, run
+from _mpi import TESTS, child_env, mpiexec, reap_leaked_mpich_shm, run
 
 pytestmark = pytest.mark.mpi
 
@@ -127,7 +127,7 @@ def test_concurrent_first_calls_500_runs_in_a_row(tmp_path):
             out, _ = p.communicate()
             reap_leaked_mpich_shm()
             hang = subprocess.run([sys.executable, "-m", "lpmpi.trace", "--hang", str(fr)], capture_output=True,
-                                  text=True, check=False, env=env).stdout
+                                  text=True, check=False, env=env, cwd=str(TESTS)).stdout
             pytest.fail(f"run {i + 1} of {runs} hung\n{out[-3000:]}\n{hang}\n{stacks[-20000:]}")
         assert p.returncode == 0 and out.count(" ok") == 2, f"run {i + 1}: {out[-3000:]}"
         if (i + 1) % 100 == 0:

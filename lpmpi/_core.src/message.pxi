@@ -798,6 +798,7 @@ cdef void _debug_log(Message m, int kind) except *:
     tables = " (ranks' tables differ: rank 0's)" if ch.tables < 0 else ""
     tp = f" transport {TRANSPORTS[d.ring_transport - 1]}" if d.ring_transport > 0 else ""
     import sys
-    print(f"lpmpi: rank {rank}: {COLLECTIVES[m.coll]} {nbytes} B{where}{acc} (bucket < 2^{bucket}) P={m.size}: "
-          f"{lp_algo_name(ch.alg).decode()}{chs}{tp} [{_source_name(ch.source)}]{tables}",
-          file=sys.stderr, flush=True)
+    # one write of the whole line (print writes the newline apart: the ranks' lines interleaved)
+    sys.stderr.write(f"lpmpi: rank {rank}: {COLLECTIVES[m.coll]} {nbytes} B{where}{acc} (bucket < 2^{bucket}) "
+                     f"P={m.size}: {lp_algo_name(ch.alg).decode()}{chs}{tp} [{_source_name(ch.source)}]{tables}\n")
+    sys.stderr.flush()
