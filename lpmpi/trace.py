@@ -252,7 +252,7 @@ def summary(events_by_rank: dict[int, list[dict[str, Any]]]) -> str:
     for coll, cs in sorted(by_coll.items()):
         times, bus, algs = [], [], Counter()
         total_bytes = 0
-        late, slow, lateness = Counter(), Counter(), []
+        late, slow, lateness, lost = Counter(), Counter(), [], Counter()
         for ranks in cs:
             evs = list(ranks.values())
             P = len(ranks)
@@ -268,6 +268,7 @@ def summary(events_by_rank: dict[int, list[dict[str, Any]]]) -> str:
                 last = max(arrive, key=arrive.__getitem__)
                 late[last] += 1
                 lateness.append(arrive[last] - min(arrive.values()))
+                lost[last] += lateness[-1]             # what the others waited for it, us
                 slow[max(ranks, key=lambda r: ranks[r]["dur"])] += 1
         mix = ", ".join(f"{a} {n}" for a, n in algs.most_common())
         bw = f"{statistics.median(bus):.3f}" if bus else "-"
@@ -275,9 +276,10 @@ def summary(events_by_rank: dict[int, list[dict[str, Any]]]) -> str:
                      f"{bw:>11}  {mix}")
         if late:
             (lr, ln), (sr, sn) = late.most_common(1)[0], slow.most_common(1)[0]
+            wr, wt = lost.most_common(1)[0]
             late_lines.append(f"  {coll}: latest to arrive: rank {lr} in {ln} of {len(cs)} calls "
-                              f"(median lateness {statistics.median(lateness):.1f} us); slowest: rank {sr} in "
-                              f"{sn} of {len(cs)}")
+                              f"(median lateness {statistics.median(lateness):.1f} us); waited for most: rank {wr} "
+                              f"({wt / 1e3:.2f} ms in all); slowest: rank {sr} in {sn} of {len(cs)}")
     if late_lines:
         lines.append("per call, across ranks (wall clocks; on several nodes as good as their sync):")
         lines += late_lines
