@@ -75,17 +75,19 @@ int lp_autotune_settled(lp_ctx_t *ctx, const lp_key_t *key, int esize, lp_choice
 enum { LP_FR_PHASES = 8 };
 enum { LP_FR_ENTERED = 0, LP_FR_STARTED = 1, LP_FR_DONE = 2, LP_FR_FAILED = 3 };
 enum { LP_TRACE_SAMPLED = 1 };
-/* a call: its communicator's id and its number there (the same on every rank), clocks (ns,
- * CLOCK_MONOTONIC; 0: not yet), sizes, what it is (LP_COLL, dtype, op, root), its decision
- * (registry index, chunk bytes, LP_TP_*), form (LP_REQ_*), LP_FR_* state, rc, phase; the trace's
- * record is exactly these fields (lpmpi/trace.py reads them: keep the two alike) */
-#define LP_FR_FIELDS                                                                        \
-    uint64_t comm, seq;                                                                     \
-    int64_t t_enter, t_start, t_end;                                                        \
-    uint64_t count, bytes, chunk;                                                           \
-    int32_t coll, dt, op, root, alg, tp, form, state, rc, phase, nphases, flags;            \
+/* a flight-recorder entry, one call: its communicator's id and its number there (the same on
+ * every rank), clocks (ns, CLOCK_MONOTONIC; 0: not yet), sizes, what it is (LP_COLL, dtype, op,
+ * root), its decision (registry index, chunk bytes, LP_TP_*), form (LP_REQ_*), LP_FR_* state, rc,
+ * phase; the trace's phase starts (its sampled calls); the running request (NULL once ended) */
+typedef struct {
+    _Atomic uint64_t gen;
+    uint64_t comm, seq;
+    int64_t t_enter, t_start, t_end;
+    uint64_t count, bytes, chunk;
+    int32_t coll, dt, op, root, alg, tp, form, state, rc, phase, nphases;
     int64_t t_phase[LP_FR_PHASES];
-typedef struct { _Atomic uint64_t gen; LP_FR_FIELDS const struct lp_req *req; } lp_fr_ent_t;
+    const struct lp_req *req;
+} lp_fr_ent_t;
 /* the trace's file: 64-byte records (lpmpi/trace.py reads them: keep the two alike), a call's
  * (flags without LP_TRACE_PHASES) and, for the calls whose phases were timed, one more with the
  * phases' starts (flags with it): t_phase0 and each later phase's start - t_phase0 (ns) */

@@ -57,7 +57,7 @@ static inline uint64_t lp_fr_enter(int coll, int form, size_t count, size_t esiz
     e->op = op;
     e->root = root;
     e->alg = -1;
-    e->tp = e->rc = e->phase = e->nphases = e->flags = 0;
+    e->tp = e->rc = e->phase = e->nphases = 0;
     e->form = form;
     e->state = LP_FR_ENTERED;
     atomic_store_explicit(&e->gen, g, memory_order_release);
