@@ -10,9 +10,10 @@ Each node is a network namespace ``lpbox-nK`` with one NIC (``eth0``, a veth pai
 the bridge), the NIC's egress shaped by ``tc`` (tbf for a rate alone, netem with its rate for
 delay, jitter or loss).  ``run`` starts MPICH's hydra with its ssh launcher pointed at this
 module's launcher (``-launcher-exec``): it runs each proxy inside the node's namespace, in a new
-UTS and mount namespace with the node's hostname and its own boot id bound over
+UTS and mount namespace with the node's hostname, its own boot id bound over
 ``/proc/sys/kernel/random/boot_id`` (UCX takes processes with one boot id for one host and would
-move "inter-node" data through shared memory), so MPI sees N hosts, uses TCP between them and
+move "inter-node" data through shared memory) and its own ``/dev/shm`` (a tmpfs that goes with
+the node's processes: no shared-memory file of a run is left on the host), so MPI sees N hosts, uses TCP between them and
 shared memory within one.  Every object it makes is named ``lpbox*`` and recorded in
 ``/run/lpmpi-cluster/state.json``; ``down`` removes exactly those (found by name, so also after
 a crash) and nothing else.  Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); without it every command
@@ -170,7 +171,12 @@ BINDER = STATE_DIR / "bind"
 def _write_launcher() -> None:
     """The -launcher-exec of hydra: `launch [ssh options] HOST COMMAND...` runs COMMAND in HOST;
     and ``bind COMMAND...`` (``run --bind``): COMMAND pinned by its global rank (:data:`BIND`)."""
-    LAUNCHER.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m lpmpi.cluster _exec \"$@\"\n")
+    # this file as a script, not `-m lpmpi.cluster`: importing the package initializes MPI (a
+    # singleton), and the launcher execs into the node without finalizing it, which left one
+    # /dev/shm/mpich_shm_* file of the host's per node and run; -I: the script's folder (lpmpi/,
+    # whose trace.py would shadow the standard library's) is not on sys.path
+    LAUNCHER.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -I {shlex.quote(str(Path(__file__).resolve()))} "
+                        f"_exec \"$@\"\n")
     LAUNCHER.chmod(0o755)
     BINDER.write_text(f"#!/bin/sh\n{BIND}\n")
     BINDER.chmod(0o755)
@@ -191,8 +197,12 @@ def _exec(argv: list[str]) -> int:
         return 2
     k = int(m.group(1))
     boot, hosts = STATE_DIR / f"boot_id.{k}", STATE_DIR / "hosts"
+    # the node's own /dev/shm (a tmpfs of this mount namespace, which every process of the node
+    # shares, since hydra starts them all from this proxy): MPI's and lpmpi's shared-memory files
+    # live and die with the node's processes, and nothing of a run stays in the host's /dev/shm
     inner = (f"hostname {shlex.quote(host)} && mount --bind {shlex.quote(str(boot))} "
              f"/proc/sys/kernel/random/boot_id && mount --bind {shlex.quote(str(hosts))} /etc/hosts && "
+             f"mount -t tmpfs -o mode=1777,size=50% {PREFIX}-shm /dev/shm && "
              f"exec sh -c {shlex.quote(' '.join(command))}")
     os.execvp("ip", ["ip", "netns", "exec", host, "unshare", "--uts", "--mount", "--propagation",
                      "private", "sh", "-c", inner])

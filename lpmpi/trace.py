@@ -359,9 +359,20 @@ def hang(directory: str | os.PathLike) -> str:
     missing = sorted(set(range(world)) - set(dumps))
     why = ", ".join(sorted({d["reason"] for d in dumps.values()}))
     lines = [f"flight-recorder dumps of {len(dumps)} of {world} ranks in {directory} ({why})"]
+    named: dict[int, list[int]] = defaultdict(list)        # dead rank -> the ranks whose dump names it
+    for w, d in dumps.items():
+        for r in d.get("dead_ranks", []):
+            named[r].append(w)
+    for r, by in sorted(named.items()):
+        lines.append(f"rank {r} is gone (named by the dump of {_ranks(by)}: "
+                     f"{dumps[by[0]].get('dead', '')})")
     if missing:
         lines.append(f"{_ranks(missing)} left no dump: dead (killed, crashed, exited), or not signalled "
                      "(kill -USR1 reaches only live ranks that ran an lpmpi collective)")
+    notices = sorted(w for w, d in dumps.items() if d.get("notices"))
+    if notices:
+        lines.append(f"{_ranks(notices)} had the launcher's notice that a process of the job ended "
+                     "(SIGUSR1 under mpiexec -disable-auto-cleanup)")
     members: dict[int, list[int]] = {}
     for d in dumps.values():
         for c in d["comms"]:

@@ -391,7 +391,10 @@ static int issue(const lp_lane_t *l, size_t k, MPI_Request *q, MPI_Request *pers
     }
     LP_TRY(piece(a, l, k, &pc));
     if (a->blocking) {                /* nothing else to progress meanwhile: the library's own */
-        LP_MPI(N->blocking(&pc));
+        const int in = lp_inside_enter(a, "MPI's own blocking collective");   /* (alive.c) */
+        int e = N->blocking(&pc);
+        lp_inside_leave(in);
+        LP_MPI(e);
         *done = 1;
     } else {
         LP_MPI(N->nonblocking(&pc, q));

@@ -142,24 +142,6 @@ static int reserve(int fd, size_t bytes) {
 }
 #endif
 
-#if defined(__linux__)
-/* process pid's state letter and start time (clock ticks after boot) from /proc; 0 when it has
- * no entry (gone, or not visible from here) */
-static int proc_stat(int pid, char *state, unsigned long long *start) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');            /* after the command name, which may hold spaces */
-    if (!p || sscanf(p + 1, " %c", state) != 1) return 0;
-    for (int field = 3; field <= 22 && p; field++) p = strchr(p + 1, ' ');   /* the space before field 22 */
-    return p && sscanf(p + 1, "%llu", start) == 1;
-}
-#endif
-
 /* a rank of the segment whose process is gone (exited, killed, a zombie; *pid: its process
  * id), or -1 */
 static int peer_gone(const void *seg, int me, int *pid) {
@@ -167,10 +149,8 @@ static int peer_gone(const void *seg, int me, int *pid) {
 #if defined(__linux__)
     if (!s->watch) return -1;
     for (int r = 0; r < s->P; r++) {
-        char st = 0;
-        unsigned long long t = 0;
         if (r == me) continue;
-        if (!proc_stat(s->pid[r], &st, &t) || st == 'Z' || st == 'X' || t != s->since[r]) {
+        if (lp_proc_gone(&(lp_proc_t){s->pid[r], s->since[r]})) {
             *pid = s->pid[r];
             return r;
         }
@@ -290,9 +270,8 @@ int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out) {
      * is gone raises instead of waiting forever; where this rank cannot see a peer's /proc
      * entry as it was, another pid namespace, there is no check) */
     {
-        char st;
-        unsigned long long me[3] = {(unsigned long long)ok, (unsigned long long)getpid(), 0};
-        if (!proc_stat((int)getpid(), &st, &me[2])) me[2] = 0;
+        unsigned long long me[3] = {(unsigned long long)ok, (unsigned long long)getpid(),
+                                    lp_proc_since((int)getpid())};
         all = malloc((size_t)P * sizeof me);
         if (s) {
             s->pid = malloc((size_t)P * sizeof *s->pid);
@@ -305,11 +284,10 @@ int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out) {
             LP_MPI(MPI_Allgather(me, 3, MPI_UNSIGNED_LONG_LONG, all, 3, MPI_UNSIGNED_LONG_LONG, comm));
             s->watch = 1;
             for (int r = 0; r < P; r++) {
-                unsigned long long t = 0;
                 ok &= all[3 * r] != 0;
                 s->pid[r] = (int)all[3 * r + 1];
                 s->since[r] = all[3 * r + 2];
-                if (!all[3 * r + 2] || !proc_stat(s->pid[r], &st, &t) || t != s->since[r]) s->watch = 0;
+                if (!all[3 * r + 2] || lp_proc_since(s->pid[r]) != s->since[r]) s->watch = 0;
             }
         }
     }

@@ -74,6 +74,8 @@ static void ctx_free(lp_ctx_t *c) {
     free(c->order);
     free(c->pos);
     free(c->hosts);
+    free(c->alive);
+    c->alive = NULL;
     c->node = c->order = c->pos = NULL;
     c->hosts = NULL;
     lp_node_transports_close(c);
@@ -153,6 +155,7 @@ int lp_ctx_get(MPI_Comm user, lp_ctx_t **out) {
     c->comm = MPI_COMM_NULL;
     c->tcomm = MPI_COMM_NULL;
     c->user = user;
+    c->lost = -1;
     {   /* every rank is here (a nonblocking barrier: LPMPI_TIMEOUT, agreed only after this,
          * may be set on some ranks; the watchdog's wait, where it is on, fails if a rank never
          * enters this first call), then the duplicate, blocking.  Not MPI_Comm_idup: MPICH's
@@ -271,11 +274,28 @@ cleanup:
 static int node_map(lp_ctx_t *ctx) {
     int rc = LP_OK, lead = ctx->rank, P = ctx->size;
     MPI_Comm node = MPI_COMM_NULL;
+    /* with each rank's node, its process (id, start time): the liveness of the node's ranks */
+    typedef struct { int64_t lead, pid; uint64_t since; } who_t;
+    who_t me = {0, (int64_t)getpid(), 0}, *all = malloc((size_t)P * sizeof *all);
     int *nd = malloc((size_t)P * sizeof *nd), *order = NULL, *pos = NULL;
-    if (!nd) return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's node map");
+    if (!nd || !all) {
+        free(nd);
+        free(all);
+        return LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's node map");
+    }
     LP_MPI(MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &node));
     LP_MPI(MPI_Allreduce(MPI_IN_PLACE, &lead, 1, MPI_INT, MPI_MIN, node));
-    LP_MPI(MPI_Allgather(&lead, 1, MPI_INT, nd, 1, MPI_INT, ctx->comm));
+    me.lead = lead;
+    me.since = lp_proc_since((int)me.pid);
+    LP_MPI(MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, ctx->comm));
+    for (int r = 0; r < P; r++) nd[r] = (int)all[r].lead;
+    if (!(ctx->alive = calloc((size_t)P, sizeof *ctx->alive))) {
+        rc = LP_FAIL(LP_ERR_NOMEM, "out of memory for a communicator's node map");
+        goto cleanup;
+    }
+    for (int r = 0; r < P; r++)          /* the other ranks of this node whose /proc entry is seen */
+        if (r != ctx->rank && nd[r] == lead && all[r].since)
+            ctx->alive[r] = (lp_proc_t){(int)all[r].pid, all[r].since};
     int nnodes = 0;
     for (int r = 0; r < P; r++) nnodes += nd[r] == r;
     if (nnodes > 1) {
@@ -305,6 +325,7 @@ static int node_map(lp_ctx_t *ctx) {
     nd = order = pos = NULL;
 cleanup:
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    free(all);
     free(nd);
     free(order);
     free(pos);

@@ -122,7 +122,19 @@ extern uint64_t lp_fr_mask;
 extern atomic_ullong lp_fr_next;
 void lp_trace_put(const lp_fr_ent_t *e);
 void lp_fr_comm_add(uint64_t id, int size, int rank, const int *world);
+/* the launcher's failure notices seen (SIGUSR1 from MPICH's hydra proxy: a process of the job ended;
+ * flight.c on_usr1); waits check their peers when it changes (progress.c) */
+extern atomic_uint lp_fr_notice_count;
+static inline unsigned lp_fr_notices(void) {
+    return atomic_load_explicit(&lp_fr_notice_count, memory_order_relaxed);
+}
+long long lp_fr_notice_ns(void);       /* CLOCK_MONOTONIC of the last notice (0: none) */
+/* a peer is gone: what the dumps say from now on (msg), and its world rank (-1: not known) */
+void lp_fr_lost(const char *msg, const int *world_ranks, int n);
+/* progress.c: a call starting on ctx after a notice: LP_ERR_PEER where a rank of its node is gone */
+int lp_ctx_check_lost(lp_ctx_t *ctx);
 int lp_req_waiting(const struct lp_req *r, char *what, size_t n, int *peers, int maxp);
+
 
 /* ---- contexts (context.c) ---- */
 struct lp_ctx {
@@ -159,6 +171,13 @@ struct lp_ctx {
      * this communicator (one node, process_vm_readv works between every pair, nobody set
      * LPMPI_NODE_TRANSPORT=mpi), else NULL; why: LP_NT_* */
     int *pids;
+    /* the other ranks of this node: their processes (pid 0: another node, or /proc hides it),
+     * whose liveness waits check when the launcher says a process ended (lp_fr_notices) and
+     * the shared-memory transport checks on its own; lost: the first rank found gone (-1:
+     * none), its pid; notice: the notice count the waits last checked */
+    lp_proc_t *alive;
+    int lost, lost_pid;
+    unsigned notice;
     /* the shared-memory transport (alg_ring_shm.c): the segment when it is in use on this
      * communicator, else NULL; rounds its requests have claimed, in start order */
     struct lp_shm *shm;

@@ -160,6 +160,25 @@ void lp_fr_comm_add(uint64_t id, int size, int rank, const int *world) {
     pthread_mutex_unlock(&comms_lock);
 }
 
+/* ------------------------------------------------------------------------------- a peer gone */
+/* what a dump says of a peer that is gone (progress.c found it): the last message, and the
+ * world ranks named so far */
+enum { LOST_MAX = 64 };
+static char lost_msg[600];
+static int lost_world[LOST_MAX], nlost;
+static pthread_mutex_t lost_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void lp_fr_lost(const char *msg, const int *wr, int n) {
+    pthread_mutex_lock(&lost_lock);
+    snprintf(lost_msg, sizeof lost_msg, "%s", msg);
+    for (int k = 0; k < n; k++) {
+        int seen = wr[k] < 0;
+        for (int i = 0; i < nlost && !seen; i++) seen = lost_world[i] == wr[k];
+        if (!seen && nlost < LOST_MAX) lost_world[nlost++] = wr[k];
+    }
+    pthread_mutex_unlock(&lost_lock);
+}
+
 /* ------------------------------------------------------------------------------- dumps */
 static const char *state_name(int s) {
     static const char *n[] = {"entered", "started", "done", "failed"};
@@ -235,6 +254,16 @@ int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn) {
     jstr(f, host);
     fprintf(f, ",\"reason\":");
     jstr(f, reason ? reason : "");
+    pthread_mutex_lock(&lost_lock);
+    if (nlost || lost_msg[0]) {            /* a peer found gone: the dead ranks (world), the words */
+        fprintf(f, ",\"dead_ranks\":[");
+        for (int i = 0; i < nlost; i++) fprintf(f, "%s%d", i ? "," : "", lost_world[i]);
+        fprintf(f, "],\"dead\":");
+        jstr(f, lost_msg);
+    }
+    pthread_mutex_unlock(&lost_lock);
+    const unsigned nn = lp_fr_notices();
+    if (nn) fprintf(f, ",\"notices\":%u,\"notice_mono_ns\":%lld", nn, lp_fr_notice_ns());
     fprintf(f, ",\"mono_ns\":%lld,\"unix_ns\":%lld,\"size\":%llu,\"calls\":%llu,\n\"comms\":[", mono, real,
             (unsigned long long)(ring ? ring_mask + 1 : 0), (unsigned long long)atomic_load(&ring_next));
     pthread_mutex_lock(&comms_lock);
@@ -301,10 +330,33 @@ static atomic_int armed;
 static pthread_t watch_tid;
 
 static struct sigaction prev_usr1;   /* the handler before lpmpi's (MPICH installs one): called after */
+/* the bytes of the pipe: 2 a trace buffer is full; SIG_USER, SIG_NOTICE: SIGUSR1 (on_usr1) */
+enum { SIG_USER = 1, SIG_NOTICE = 3 };
+
+/* SIGUSR1 comes from two senders.  MPICH's launcher (hydra's proxy, the rank's parent process)
+ * sends it to the surviving processes when a process of the job ends, under
+ * -disable-auto-cleanup: its failure notice, which MPICH's own handler (installed at MPI_Init,
+ * called after ours) counts.  Anyone else (`kill -USR1 <pid>`; a batch system's warning, which
+ * comes from the rank's parent too, slurmstepd) asks for a dump: a notice is SIGUSR1 from the
+ * parent where the parent is hydra_pmi_proxy (MPICH's and Intel MPI's launchers).  The notice must
+ * leave the rank exactly as MPICH leaves it: nothing on stdout or stderr, because hydra's proxy,
+ * woken by any output of a survivor after a process of its died by a signal, reaps that process
+ * and SIGKILLs every other process it started (proxy/pmip.c's waitpid loop; the survivor "died
+ * without a word").  So the notice writes the dump quietly (a file: the rank's state when its
+ * peer went) and tells the engine (lp_fr_notices: waits check their peers at once); a user's
+ * signal writes the dump and says where. */
+static pid_t launcher;               /* the rank's parent where it is hydra's proxy (arm), else 0 */
+atomic_uint lp_fr_notice_count;      /* the launcher's notices seen (lp_fr_notices) */
+static atomic_llong notice_ns;       /* when the last one came (CLOCK_MONOTONIC) */
+long long lp_fr_notice_ns(void) { return atomic_load_explicit(&notice_ns, memory_order_relaxed); }
 
 static void on_usr1(int sig, siginfo_t *info, void *uctx) {
     int e = errno;
-    char b = 1;
+    char b = info && info->si_code == SI_USER && launcher && info->si_pid == launcher ? SIG_NOTICE : SIG_USER;
+    if (b == SIG_NOTICE) {
+        atomic_store_explicit(&notice_ns, mono_ns(CLOCK_MONOTONIC), memory_order_relaxed);
+        atomic_fetch_add_explicit(&lp_fr_notice_count, 1, memory_order_release);
+    }
     if (sig_pipe[1] >= 0 && write(sig_pipe[1], &b, 1) < 0) { /* full: a dump is pending anyway */ }
     errno = e;
     if (prev_usr1.sa_flags & SA_SIGINFO) {
@@ -330,6 +382,48 @@ static int overdue_call(long long after_ns, lp_fr_ent_t *out) {
     return 0;
 }
 
+/* After a notice: a thread inside MPI's own blocking call (native's blocking collectives, a
+ * first call's barrier: alive.c's slots) whose communicator lost a rank of this node, or still
+ * inside the same call STUCK_GRACE_NS after the notice.  MPI never returns from it (its fault tolerance is off
+ * in these builds), and a blocking collective cannot be made nonblocking after the fact (MPI
+ * never matches one with the other), so the rank is ended, saying why and which rank is gone,
+ * the recorder dumped: better than hanging forever.  lpmpi's own waits raise (progress.c). */
+static const long long STUCK_GRACE_NS = 8000000000LL;
+enum { STUCK_SLOTS = 64 };
+static struct { unsigned long seq; long long seen; } stuck[STUCK_SLOTS];
+
+static void stuck_check(void) {
+    const long long since = lp_fr_notice_ns(), now = mono_ns(CLOCK_MONOTONIC);
+    if (!since) return;
+    for (int i = 0, n = lp_inside_n(); i < n && i < STUCK_SLOTS; i++) {
+        unsigned long seq = 0;
+        const lp_args_t *a = NULL;
+        const char *where = lp_inside_get(i, &a, &seq);
+        if (!where) continue;
+        if (stuck[i].seq != seq || !stuck[i].seen) {      /* a call first seen inside now */
+            stuck[i].seq = seq;
+            stuck[i].seen = now;
+        }
+        int lvl = 0, world[64];
+        MPI_Query_thread(&lvl);
+        char msg[700], path[1100] = "", call[200] = "";
+        int ndead = a ? lp_dead_words(a->alive, a->size, lvl == MPI_THREAD_MULTIPLE ? a->comm : MPI_COMM_NULL,
+                                      "its communicator", msg, sizeof msg, world, 64) : 0;
+        if (!ndead && now - (stuck[i].seen > since ? stuck[i].seen : since) < STUCK_GRACE_NS) continue;
+        if (!ndead)
+            snprintf(msg, sizeof msg, "a process of the job ended (the launcher's notice, %.1f s ago)",
+                     (double)(now - since) / 1e9);
+        if (a) snprintf(call, sizeof call, " (%s of %zu bytes)", lp_coll_name(a->coll), a->count * a->esize);
+        lp_fr_lost(msg, world, ndead < 64 ? ndead : 64);
+        int drc = ring ? lp_fr_dump("a peer is gone while this rank is inside MPI", NULL, path, sizeof path) : -1;
+        fprintf(stderr, "lpmpi: rank %d: %s while this rank is inside %s%s, which cannot return; %s%s; "
+                "ending this process (exit status 3)\n", world_rank, msg, where, call,
+                drc == LP_OK ? "flight recorder written to " : "no flight recorder written", path);
+        fflush(stderr);
+        _exit(3);
+    }
+}
+
 static void *watch_main(void *arg) {
     (void)arg;
     sigset_t all;
@@ -340,6 +434,7 @@ static void *watch_main(void *arg) {
         if (ms > 5000) ms = 5000;
         if (ms >= 0 && ms < 50) ms = 50;
         if (lp_trace_on && (ms < 0 || ms > 500)) ms = 500;   /* the trace's clock: a new anchor */
+        if (lp_fr_notices() && (ms < 0 || ms > 200)) ms = 200;  /* after a notice: calls stuck in MPI */
         if (lp_trace_on) {
             pthread_mutex_lock(&file_lock);
             tsc_anchor();
@@ -350,14 +445,25 @@ static void *watch_main(void *arg) {
         if (k > 0) {
             char b[64];
             ssize_t got = read(sig_pipe[0], b, sizeof b);
-            int usr1 = 0;
-            for (ssize_t i = 0; i < got; i++) usr1 |= b[i] == 1;
+            int usr1 = 0, notice = 0;
+            for (ssize_t i = 0; i < got; i++) {
+                usr1 |= b[i] == SIG_USER;
+                notice |= b[i] == SIG_NOTICE;
+            }
             trace_drain();                                /* (2: a trace buffer is full) */
             char path[1100] = "";
-            if (usr1 && lp_fr_dump("SIGUSR1", NULL, path, sizeof path) == LP_OK)
+            if (usr1 && ring && lp_fr_dump("SIGUSR1", NULL, path, sizeof path) == LP_OK)
                 fprintf(stderr, "lpmpi: rank %d: flight recorder written to %s (SIGUSR1)\n", world_rank, path);
+            else if (notice) {                            /* quietly: see on_usr1 */
+                if (atomic_load(&lp_wake_ok)) lp_wake_waiters();   /* threads blocked in MPI_Waitsome */
+                if (ring)
+                    (void)lp_fr_dump("the launcher's notice (SIGUSR1): a process of the job ended", NULL, path,
+                                     sizeof path);
+            }
+            if (lp_fr_notices()) stuck_check();
             continue;
         }
+        if (lp_fr_notices()) stuck_check();
         lp_fr_ent_t e;
         if (abort_after_s <= 0 || !overdue_call((long long)(abort_after_s * 1e9), &e)) continue;
         char path[1100] = "", what[700] = "";
@@ -388,8 +494,7 @@ static void *watch_main(void *arg) {
 /* the watch thread and the SIGUSR1 handler (the first communicator's context; once) */
 static void arm(void) {
     if (atomic_exchange(&armed, 1)) return;
-    if (!ring) return;
-    if (pipe(sig_pipe)) return;
+    if (pipe(sig_pipe)) return;       /* (with the recorder off too: the launcher's notices) */
     for (int i = 0; i < 2; i++) fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
     fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK);
     pthread_attr_t at;
@@ -399,6 +504,20 @@ static void arm(void) {
     int e = pthread_create(&watch_tid, &at, watch_main, NULL);
     pthread_attr_destroy(&at);
     if (e) return;
+    {                                /* the parent, where it is hydra's proxy: its SIGUSR1 is a notice */
+        char path[64], comm[64] = "";
+        pid_t pp = getppid();
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)pp);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+            fclose(f);
+        }
+        if (strncmp(comm, "hydra_pmi_proxy", 15) == 0) launcher = pp;
+    }
+    int lvl = 0;                     /* the watch thread may complete the waits' wake-up requests */
+    if (MPI_Query_thread(&lvl) == MPI_SUCCESS && lvl == MPI_THREAD_MULTIPLE && lp_wake_can())
+        atomic_store(&lp_wake_ok, 1);
     /* SIGUSR1 dumps; a handler already there (MPICH's, the program's) is called after ours; a
      * signal the program ignores stays ignored */
     struct sigaction sa;
@@ -469,7 +588,7 @@ static void tsc_anchor(void) {
         nanosleep(&nap, NULL);
     }
     if (!tsc_ok) return;
-    int64_t t, n;
+    int64_t t = 0, n = 0;
     tsc_pair(&t, &n);
     if (t <= tsc_first || n <= ns_first) return;
     lp_tsc_anchor_t *a = &anchors[nanchor++ % 8];

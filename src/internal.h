@@ -9,6 +9,7 @@
 #include "devops.h"
 #include "schedule.h"
 #include "topo.h"
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -27,6 +28,10 @@ enum { LP_XPORT_HOST = 0, LP_XPORT_STAGED = 1, LP_XPORT_AWARE = 2 };
 
 /* devops and transport for a call on memory `mem` (emulation: every call) */
 int lp_device_route(lp_mem_t mem, const lp_devops_t **dev, int *xport);
+
+/* a process of this node: its id and start time (/proc: a pid given to another process since
+ * has another start time); pid 0: not watched */
+typedef struct { int pid; uint64_t since; } lp_proc_t;
 
 /* ---- arguments of one collective call, resolved and validated ---- */
 typedef struct lp_args {
@@ -68,6 +73,8 @@ typedef struct lp_args {
     const int *node, *order, *pos;
     /* the node-local transport (alg_ring_cma.c): every rank's process id, or NULL: MPI only */
     const int *pids;
+    /* the processes of the ranks of this node (the context's: a notice checks them), or NULL */
+    const lp_proc_t *alive;
     /* the shared-memory transport (alg_ring_shm.c): the segment, or NULL; this start's first
      * round (the context's count of rounds started before it) */
     const struct lp_shm *shm;
@@ -312,6 +319,34 @@ extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-l
 /* blocks between pairs (alg_direct.c): alltoall(v)'s pairwise exchange, gather's and scatter's
  * linear one, over MPI or single-copy reads */
 extern const lp_sched_t lp_sched_direct, lp_sched_direct_cma;
+/* a peer that died (alive.c): lp_proc_t's start time from /proc, and whether it is gone */
+uint64_t lp_proc_since(int pid);      /* clock ticks after boot; 0 where /proc does not show it */
+int lp_proc_gone(const lp_proc_t *p); /* no entry, a zombie, or another process now has the pid */
+/* the first of n processes (pid 0: not watched) that is gone, or -1; *pid its process id */
+int lp_procs_lost(const lp_proc_t *p, int n, int *pid);
+int lp_world_rank_of(MPI_Comm comm, int rank);   /* rank's world rank, or -1 */
+/* the words for every gone process of p[0..n) ("rank 2 of <whose> (process 1234 on this node,
+ * world rank 2) is gone", or "ranks 0, 2 of ... are gone"; world ranks where comm is given:
+ * MPI_COMM_NULL where MPI may not be called), their world ranks (or ranks) into world[maxw];
+ * returns how many are gone */
+int lp_dead_words(const lp_proc_t *p, int n, MPI_Comm comm, const char *whose, char *buf, size_t len,
+                  int *world, int maxw);
+/* the waits' wake-up: progress.c's hook, run inside every thread's MPI progress from the first
+ * notice on (lp_wake_waiters, the watch thread: 1 where MPI runs it; lp_wake_ok: the watch
+ * thread may call MPI: MPI_THREAD_MULTIPLE) */
+void lp_wake_set(int (*fn)(void));
+int lp_wake_waiters(void);
+int lp_wake_can(void);                /* the library has the hook's way in (MPIX_Async_start) */
+extern atomic_int lp_wake_ok;         /* the watch thread runs, MPI is THREAD_MULTIPLE, and MPI has
+                                         the hook's way in: blocked waits can be woken */
+/* a thread inside MPI's own blocking call (native's collectives, a first call's barrier): its
+ * slot (-1: none) holds what (and the call's arguments, or NULL) until it leaves; the watch
+ * thread reads slot i (what: NULL where nobody is inside; seq: its count of entries) */
+int lp_inside_enter(const lp_args_t *a, const char *what);
+void lp_inside_leave(int slot);
+int lp_inside_n(void);
+const char *lp_inside_get(int i, const lp_args_t **a, unsigned long *seq);
+/* len bytes of process pid at remote into local (transport.c: single-copy reads) */
 int lp_cma_read(int pid, void *local, const void *remote, size_t len);
 /* the shared-memory segment of a one-node communicator's ranks (alg_ring_shm.c): P regions of
  * `stride` bytes (three counters, then two slots of `slot` bytes) mapped at base */

@@ -30,6 +30,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <time.h>
 
 static pthread_mutex_t E = PTHREAD_MUTEX_INITIALIZER;
@@ -493,6 +494,21 @@ static void advance_or_fail(lp_req_t *r) {
     if (rc != LP_OK) fail(r, rc);
 }
 
+/* ------------------------------------------------------------------------------- a peer that died
+ * MPICH's launcher (under -disable-auto-cleanup) tells the survivors that a process of the job
+ * ended (SIGUSR1: flight.c, lp_fr_notices).  MPI itself then says nothing (its fault tolerance
+ * is off in these builds): a receive from the dead process never completes.  So from the first
+ * notice on, waits poll (MPI_Testsome) and check, at once and every NOTICE_CHECK_NS, whether
+ * a rank of this node in the communicator of a waiting request is gone (its /proc entry:
+ * ctx_lost, alive.c); such requests fail (LP_ERR_PEER) naming it, and so does every later call
+ * on that communicator.  One whose peers are on other nodes (no process to look at) fails when
+ * nothing at all has moved for NOTICE_GRACE_NS after the notice.  A thread already blocked in
+ * MPI_Waitsome when the notice comes is woken by its wake-up request (alive.c: one more pending
+ * request in every blocking MPI wait, completed by the watch thread on a notice).  Before any
+ * notice a call costs two loads more; MPI's own blocking collectives cannot be woken (flight.c
+ * ends a rank stuck in one, saying so). */
+enum { NOTICE_CHECK_NS = 100000000 };
+static const long long NOTICE_GRACE_NS = 5000000000LL;
 /* ------------------------------------------------------------------------------- the watchdog */
 /* LPMPI_TIMEOUT: a request its waiter finds older than the timeout fails with LP_ERR_TIMEOUT,
  * naming what it waits for: the peers of its outstanding point-to-point transfers, MPI's own
@@ -517,8 +533,10 @@ static int overdue(lp_req_t *r) {
 }
 
 int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P) {
-    if (!lp_timeout_ns) {
+    if (!lp_timeout_ns && !lp_fr_notices()) {     /* blocking (a notice cannot wake it: alive.c) */
+        const int in = lp_inside_enter(NULL, "the first lpmpi collective on a communicator (its ranks' barrier)");
         int e = MPI_Wait(q, MPI_STATUS_IGNORE);
+        lp_inside_leave(in);
         return e == MPI_SUCCESS ? LP_OK : lp_mpi_fail(e, __FILE__, __LINE__, what);
     }
     long long t0 = now_ns();
@@ -526,8 +544,15 @@ int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P) {
         int done = 0, e = MPI_Test(q, &done, MPI_STATUS_IGNORE);
         if (e != MPI_SUCCESS) return lp_mpi_fail(e, __FILE__, __LINE__, what);
         if (done) return LP_OK;
-        long long age = now_ns() - t0;
-        if (age >= lp_timeout_ns) {
+        const long long t = now_ns(), age = t - t0, since = lp_fr_notice_ns();
+        if (since && t - (t0 > since ? t0 : since) >= NOTICE_GRACE_NS) {
+            lp_fr_lost("a process of the job ended (the launcher's notice) and a communicator's ranks never all "
+                       "entered its first lpmpi call", NULL, 0);
+            return LP_FAIL(LP_ERR_PEER, "a process of the job ended (the launcher's notice, %.1f s ago) while "
+                           "this rank waited in %s: its ranks never all arrived; the communicator is unusable now",
+                           (double)(t - since) / 1e9, what);
+        }
+        if (lp_timeout_ns && age >= lp_timeout_ns) {
             char path[1100] = "", fr[1200] = "";
             if (lp_fr_dump("watchdog (LPMPI_TIMEOUT)", NULL, path, sizeof path) == LP_OK)
                 snprintf(fr, sizeof fr, "; flight recorder written to %s", path);
@@ -554,8 +579,11 @@ typedef struct {
     MPI_Status *st;
     lp_req_t **own;
     size_t cap;
+    size_t waiting;             /* blocked in MPI_Waitsome on q[0..waiting) (0: not) */
+    int cancelled;              /* the wake-up hook cancelled some of them */
 } gather_t;
 static _Thread_local gather_t G;
+
 
 static int gather_room(size_t n) {
     if (n <= G.cap) return LP_OK;
@@ -650,6 +678,152 @@ static void idle_wait(const lp_xport_t *xp, const void *s, int rank) {
     W.slept = 1;
 }
 
+/* the failure of a request on ctx, whose rank `dead` (process pid on this node) is gone: the
+ * flight recorder is dumped, naming it */
+static int lost_error(lp_ctx_t *ctx, int dead, int pid, const char *what) {
+    char path[1100] = "", fr[1200] = "", msg[900];
+    int world[64], n = lp_dead_words(ctx->alive, ctx->size, ctx->comm, "this communicator", msg, sizeof msg,
+                                     world, 64);
+    if (!n) {                         /* (the shared-memory segment's own look saw it first) */
+        world[0] = lp_world_rank_of(ctx->comm, dead);
+        snprintf(msg, sizeof msg, "rank %d of this communicator (process %d on this node, world rank %d) is gone",
+                 dead, pid, world[0]);
+        n = 1;
+    }
+    snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (killed or exited)");
+    lp_fr_lost(msg, world, n < 64 ? n : 64);
+    if (lp_fr_ring && lp_fr_dump("a peer is gone", NULL, path, sizeof path) == LP_OK)
+        snprintf(fr, sizeof fr, "; flight recorder written to %s", path);
+    return LP_FAIL(LP_ERR_PEER, "%s%s%s; the communicator is unusable now%s", msg, what ? " while this rank " : "",
+                   what ? what : "", fr);
+}
+
+/* a rank of ctx's node whose process is gone, or -1 (*pid: its process id); sticky: a
+ * communicator that lost a rank stays lost */
+static int ctx_lost(lp_ctx_t *ctx, int *pid) {
+    if (ctx->lost >= 0) {
+        *pid = ctx->lost_pid;
+        return ctx->lost;
+    }
+    int r = lp_procs_lost(ctx->alive, ctx->size, pid);
+    if (r >= 0) {
+        ctx->lost = r;
+        ctx->lost_pid = *pid;
+    }
+    return r;
+}
+
+int lp_ctx_check_lost(lp_ctx_t *ctx) {
+    unsigned nt = lp_fr_notices();
+    if (nt == ctx->notice && ctx->lost < 0) return LP_OK;
+    ctx->notice = nt;
+    int pid = 0, dead = ctx_lost(ctx, &pid);
+    return dead < 0 ? LP_OK : lost_error(ctx, dead, pid, "started a collective on it");
+}
+
+static _Thread_local struct { unsigned long moves; long long moved, checked; unsigned nt; } N;
+
+/* The wake-up hook (alive.c): MPI runs it inside its progress from the first notice on, on
+ * whichever thread makes progress.  On a thread blocked in MPI_Waitsome here, whose waiting
+ * requests' communicator lost a rank of this node, it cancels the receives of that wait, so
+ * that MPI returns from it and observe_set fails those requests.  (Once per notice, and every
+ * NOTICE_CHECK_NS: it reads /proc.) */
+static _Thread_local struct { unsigned nt; long long checked, cancelled; } H;
+enum { CANCEL_GRACE_NS = 1000000000 };
+
+static int wake_hook(void) {
+    gather_t *g = &G;
+    if (!g->waiting) return 0;
+    const unsigned nt = lp_fr_notices();
+    const long long t = now_ns();
+    if (g->cancelled) {               /* still inside: a wait of sends only, which MPI cannot cancel */
+        if (t - H.cancelled < CANCEL_GRACE_NS) return 0;
+        for (size_t j = 0; j < g->nset; j++) {
+            lp_req_t *r = g->set[j];
+            char msg[700], path[1100] = "";
+            int world[64], me = 0, nd = r->ctx ? lp_dead_words(r->ctx->alive, r->ctx->size, r->ctx->comm,
+                                                               "its communicator", msg, sizeof msg, world, 64) : 0;
+            if (!nd) continue;
+            MPI_Comm_rank(MPI_COMM_WORLD, &me);
+            lp_fr_lost(msg, world, nd < 64 ? nd : 64);
+            int drc = lp_fr_ring ? lp_fr_dump("a peer is gone while this rank is inside MPI", NULL, path,
+                                              sizeof path) : -1;
+            fprintf(stderr, "lpmpi: rank %d: %s while this rank is inside an lpmpi wait blocked in MPI (%s of %zu "
+                    "bytes), which MPI cannot end (its sends to the rank cannot be cancelled); %s%s; ending this "
+                    "process (exit status 3)\n", me, msg, lp_coll_name(r->a.coll), r->a.count * r->a.esize,
+                    drc == LP_OK ? "flight recorder written to " : "no flight recorder written", path);
+            fflush(stderr);
+            _exit(3);
+        }
+        return 0;
+    }
+    if (H.nt == nt && t - H.checked < NOTICE_CHECK_NS) return 0;
+    H.nt = nt;
+    H.checked = t;
+    int any = 0;
+    for (size_t j = 0; j < g->nset && !any; j++) {
+        lp_req_t *r = g->set[j];
+        int pid = 0;
+        any = r->state == LP_REQ_ACTIVE && r->ctx && lp_procs_lost(r->ctx->alive, r->ctx->size, &pid) >= 0;
+    }
+    if (!any) return 0;
+    g->cancelled = 1;
+    H.cancelled = t;
+    for (size_t i = 0; i < g->waiting; i++)
+        if (g->q[i] != MPI_REQUEST_NULL) MPI_Cancel(&g->q[i]);
+    return 1;
+}
+
+__attribute__((constructor)) static void wake_hook_set(void) { lp_wake_set(wake_hook); }
+
+/* (after a notice) fail the requests of G.set whose communicator lost a rank of this node, or
+ * that waited NOTICE_GRACE_NS after the notice with nothing moving; 1 where any failed */
+static int notice_check(unsigned nt) {
+    const long long t = now_ns();
+    if (N.moves != moves || !N.moved) {
+        N.moves = moves;
+        N.moved = t;
+    }
+    int any = 0;
+    if (N.nt != nt || t - N.checked >= NOTICE_CHECK_NS) {
+        N.nt = nt;
+        N.checked = t;
+        for (size_t j = 0; j < G.nset; j++) {
+            lp_req_t *r = G.set[j];
+            if (r->state != LP_REQ_ACTIVE || !r->ctx) continue;
+            int pid = 0, dead = ctx_lost(r->ctx, &pid);
+            if (dead < 0) continue;
+            char what[700], w2[760];
+            int peers[64];
+            lp_req_waiting(r, what, sizeof what, peers, 64);
+            snprintf(w2, sizeof w2, "was %s", what);
+            int rc = lost_error(r->ctx, dead, pid, w2);
+            for (size_t i = j; i < G.nset; i++)
+                if (G.set[i]->state == LP_REQ_ACTIVE && G.set[i]->ctx == r->ctx) fail(G.set[i], rc);
+            any = 1;
+        }
+    }
+    const long long since = lp_fr_notice_ns();
+    if (t - (N.moved > since ? N.moved : since) < NOTICE_GRACE_NS) return any;
+    for (size_t j = 0; j < G.nset; j++) {
+        lp_req_t *r = G.set[j];
+        if (r->state != LP_REQ_ACTIVE) continue;
+        char what[700];
+        int peers[64];
+        lp_req_waiting(r, what, sizeof what, peers, 64);
+        lp_fr_lost("a process of the job ended (the launcher's notice) and a call waited for it", NULL, 0);
+        char path[1100] = "", fr[1200] = "";
+        if (lp_fr_ring && lp_fr_dump("a peer is gone (the launcher's notice)", NULL, path, sizeof path) == LP_OK)
+            snprintf(fr, sizeof fr, "; flight recorder written to %s", path);
+        fail(r, LP_FAIL(LP_ERR_PEER, "a process of the job ended (the launcher's notice, %.1f s ago) and "
+                        "nothing moved since: %s of %zu bytes on a communicator of %d ranks was %s (this "
+                        "rank is %d); the communicator is unusable now%s", (double)(t - since) / 1e9,
+                        lp_coll_name(r->a.coll), r->a.count * r->a.esize, r->a.size, what, r->a.rank, fr));
+        any = 1;
+    }
+    return any;
+}
+
 /* Requests of G.set wait for the counters of transport xp's segment s: every SHM_ALIVE_NS of a
  * wait in which nothing moved, is every peer's process still there (xp's gone(): alg_ring_shm.c
  * reads /proc)?  MPI notices a dead peer of its own transfers; nothing else would notice one
@@ -668,9 +842,18 @@ static int peers_gone(const lp_xport_t *xp, const void *s, int rank) {
     A.last = t;
     int pid = 0, dead = xp->gone ? xp->gone(s, rank, &pid) : -1;
     if (dead < 0) return 0;
-    int rc = LP_FAIL(LP_ERR_PEER, "rank %d of this communicator (process %d on this node) is gone "
-                     "(killed or exited) while this rank waited for %s (the %s transport); the "
-                     "communicator is unusable now", dead, pid, xp->waits_for, xp->name);
+    lp_ctx_t *ctx = NULL;
+    for (size_t j = 0; j < G.nset && !ctx; j++)
+        if (xp->segment(&G.set[j]->a) == s) ctx = G.set[j]->ctx;
+    char what[300];
+    snprintf(what, sizeof what, "was waiting for %s (the %s transport)", xp->waits_for, xp->name);
+    if (ctx && ctx->lost < 0) {      /* (sticky: later calls on it fail at once) */
+        ctx->lost = dead;
+        ctx->lost_pid = pid;
+    }
+    int rc = ctx ? lost_error(ctx, dead, pid, what)
+                 : LP_FAIL(LP_ERR_PEER, "rank %d of this communicator (process %d on this node) is gone (killed "
+                           "or exited) while this rank %s; the communicator is unusable now", dead, pid, what);
     for (size_t j = 0; j < G.nset; j++)
         if (G.set[j]->state == LP_REQ_ACTIVE && xp->segment(&G.set[j]->a) == s) fail(G.set[j], rc);
     return 1;
@@ -685,7 +868,7 @@ static int peers_gone(const lp_xport_t *xp, const void *s, int rank) {
  * *pending counts heads already seen complete (r needs advancing, not observing). */
 static int gather_heads(lp_req_t *r, size_t *m, int *pending) {
     int rc = LP_OK;
-    LP_TRY(gather_room(*m + (size_t)r->nlanes));
+    LP_TRY(gather_room(*m + (size_t)r->nlanes + 1));     /* (+1: the wait's wake-up request) */
     for (const lp_lane_t *l = r->lane, *end = r->lane + r->nlanes; l < end; l++) {
         if (!uses_mpi(l) || l->done == l->issued) continue;
         size_t s = l->req0 + l->dslot;
@@ -719,13 +902,18 @@ static _Thread_local unsigned idle_polls;
  * block: wait for at least one (unless device work is in flight, whose completion no MPI
  * call reports: then test and yield).  Returns how many transfers it saw complete. */
 static int observe_set(int block) {
+    /* one look-up of this thread's arrays (in a shared module each is a call, __tls_get_addr,
+     * which the compiler otherwise repeats after every call below: the empty asm keeps the
+     * address in a register) */
+    gather_t *g = &G;
+    __asm__("" : "+r"(g));
     int rc = LP_OK, cnt = 0, dev = 0, pending = 0, mixed = 0, net = 0;
     const void *seg = NULL;         /* the one segment whose counters every waiting request polls */
     const lp_xport_t *xp = NULL;    /* its transport */
     int seg_rank = 0;
     size_t m = 0;
-    for (size_t j = 0; j < G.nset; j++) {
-        lp_req_t *r = G.set[j];
+    for (size_t j = 0; j < g->nset; j++) {
+        lp_req_t *r = g->set[j];
         if (r->state != LP_REQ_ACTIVE) continue;
         dev = dev || r->dev_inflight || r->polling || r->turn_wait;
         net = net || (r->ctx && r->ctx->nnodes > 1);
@@ -739,37 +927,57 @@ static int observe_set(int block) {
         if (gather_heads(r, &m, &pending) != LP_OK) fail(r, LP_ERR_NOMEM);
     }
     if (seg && peers_gone(xp, seg, seg_rank)) return 0;
+    const unsigned nt = lp_fr_notices();          /* a process of the job ended (above) */
+    if (nt && notice_check(nt)) return 0;
     if (m == 0) {
         if (pending) return pending;
         if (dev) idle_wait(xp, block && !mixed ? seg : NULL, seg_rank);
         else if (block) {          /* active requests with nothing in flight cannot move */
             rc = LP_FAIL(LP_ERR_INTERNAL, "pipeline stalled (a bug of lpmpi: please report it)");
-            for (size_t j = 0; j < G.nset; j++)
-                if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
+            for (size_t j = 0; j < g->nset; j++)
+                if (g->set[j]->state == LP_REQ_ACTIVE) fail(g->set[j], rc);
         }
         return 0;
     }
-    /* the watchdog, and waits across nodes: never inside MPI for long (a test, a yield below) */
-    const int poll = lp_timeout_ns || net;
-    int mrc = block && !dev && !poll ? MPI_Waitsome((int)m, G.q, &cnt, G.idx, G.st)
-                            : MPI_Testsome((int)m, G.q, &cnt, G.idx, G.st);
+    /* the watchdog, waits across nodes and after a notice: never inside MPI for long (a test,
+     * a yield below); a blocking wait adds its wake-up request (above) */
+    const int poll = lp_timeout_ns || net || nt;
+    int mrc;
+    if (block && !dev && !poll) {
+        g->waiting = m;             /* (the wake-up hook's: what this thread waits on) */
+        /* without the hook (alive.c), the watch thread ends a rank stuck here after a notice */
+        const int in = atomic_load_explicit(&lp_wake_ok, memory_order_relaxed) ? -1
+                     : lp_inside_enter(&g->set[0]->a, "an lpmpi wait blocked in MPI");
+        mrc = MPI_Waitsome((int)m, g->q, &cnt, g->idx, g->st);
+        lp_inside_leave(in);
+        g->waiting = 0;
+    } else {
+        mrc = MPI_Testsome((int)m, g->q, &cnt, g->idx, g->st);
+    }
     if (mrc != MPI_SUCCESS && mrc != MPI_ERR_IN_STATUS) {   /* nobody to blame: all of them */
         rc = lp_mpi_fail(mrc, __FILE__, __LINE__, "MPI_Waitsome");
-        for (size_t j = 0; j < G.nset; j++)
-            if (G.set[j]->state == LP_REQ_ACTIVE) fail(G.set[j], rc);
+        for (size_t j = 0; j < g->nset; j++)
+            if (g->set[j]->state == LP_REQ_ACTIVE) fail(g->set[j], rc);
         return 0;
     }
     if (cnt == MPI_UNDEFINED) cnt = 0;
+    const int cancelled = g->cancelled;
     for (int j = 0; j < cnt; j++) {
-        int i = G.idx[j];
-        lp_req_t *r = G.own[i];
-        if (mrc == MPI_ERR_IN_STATUS && G.st[j].MPI_ERROR != MPI_SUCCESS) {
+        int i = g->idx[j];
+        lp_req_t *r = g->own[i];
+        if (mrc == MPI_ERR_IN_STATUS && g->st[j].MPI_ERROR != MPI_SUCCESS) {
             if (r->state == LP_REQ_ACTIVE)
-                fail(r, lp_mpi_fail(G.st[j].MPI_ERROR, __FILE__, __LINE__, "MPI_Waitsome"));
+                fail(r, lp_mpi_fail(g->st[j].MPI_ERROR, __FILE__, __LINE__, "MPI_Waitsome"));
             continue;
         }
-        r->reqs[G.slot[i]] = G.q[i];
-        r->fin[G.slot[i]] = 1;
+        r->reqs[g->slot[i]] = g->q[i];
+        int c = 0;                    /* (the wake-up hook cancelled it: nothing arrived) */
+        if (!cancelled || MPI_Test_cancelled(&g->st[j], &c) != MPI_SUCCESS || !c) r->fin[g->slot[i]] = 1;
+    }
+    if (cancelled) {                  /* the requests whose communicator lost a rank fail now */
+        g->cancelled = 0;
+        N.checked = 0;
+        notice_check(lp_fr_notices());
     }
     if (!cnt && dev) sched_yield();
     else if (!cnt && poll && ++idle_polls % WATCH_POLLS == 0) sched_yield();

@@ -386,6 +386,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     LP_TRY(acquire(ctx));
     busy = 1;
     if (fr) lp_fr_comm(fr, ctx);
+    if (ctx->notice != lp_fr_notices() || ctx->lost >= 0) LP_TRY(lp_ctx_check_lost(ctx));   /* a peer died */
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     LP_TRY(call_decide(&c, k));
     if (lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes) {   /* the online tuner's turn */
@@ -427,7 +428,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
         .staging = staging,
         .persistent = kind == LP_REQ_PERSISTENT,
         .acc = acc, .acc_dt = acc_dt,
-        .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids,
+        .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids, .alive = ctx->alive,
         .shm = ctx->shm, .transport = ch.transport, .ring_tp = c.ring_tp,
     };
     LP_TRY(req_counts(r, k, ctx->size, &vhash));
@@ -547,7 +548,8 @@ int lp_start(lp_req_t *r) {
     const lp_args_t *a = &r->a;
     r->fr = lp_fr_enter(a->coll, LP_REQ_PERSISTENT, a->count, a->esize, a->dt, a->op, a->root);
     if (r->fr) lp_fr_comm(r->fr, r->ctx);
-    if (r->at_follow) rc = req_retune(r);
+    if (r->ctx->notice != lp_fr_notices() || r->ctx->lost >= 0) rc = lp_ctx_check_lost(r->ctx);
+    if (rc == LP_OK && r->at_follow) rc = req_retune(r);
     if (rc == LP_OK && lp_check_enabled) rc = lp_check_agree(r->ctx, r->ck, 0);   /* the same request everywhere */
     if (rc == LP_OK) rc = req_tags(r);
     if (rc == LP_OK) rc = lp_engine_start(r);

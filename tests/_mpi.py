@@ -129,6 +129,15 @@ def _held_shm_files() -> set[str]:
     return held
 
 
+def host_shm_files() -> set[str]:
+    """The shared-memory files of MPI and lpmpi in the host's /dev/shm (the box's runs must leave
+    none: each node has its own /dev/shm, lpmpi.cluster)."""
+    try:
+        return {e.name for e in os.scandir(_SHM) if _SHM_NAME.match(e.name) or e.name.startswith("lpmpi-")}
+    except OSError:
+        return set()
+
+
 def reap_leaked_mpich_shm() -> int:
     """Remove the MPICH bootstrap files this test session leaked: created since it started, by
     this user, and held (open or mapped) by no live process.  Returns how many were removed."""

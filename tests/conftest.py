@@ -32,7 +32,8 @@ FULL = "LPMPI_TESTS"
 def pytest_configure(config):
     config.addinivalue_line("markers", "mpi: spawns mpiexec (multi-process cases)")
     config.addinivalue_line("markers", "full: another P of a training or JAX matrix whose P = 2 case "
-                            "runs by default (LPMPI_TESTS=full runs it too)")
+                            "runs by default, or the rest of a fault matrix whose sample runs by default "
+                            "(LPMPI_TESTS=full runs it too)")
     config.addinivalue_line("markers", "stress: a long loop that hunts a rare failure (LPMPI_TESTS=stress "
                             "runs it; several: LPMPI_TESTS=full,stress)")
 
@@ -45,7 +46,7 @@ def pytest_collection_modifyitems(config, items):
 
     on = {w.strip() for w in os.environ.get(FULL, "").lower().split(",")}
     why = {"full": f"{FULL}=full runs it too (another P of a training or JAX matrix whose P = 2 case runs "
-                   "by default)",
+                   "by default, or the rest of a fault matrix whose sample runs by default)",
            "stress": f"{FULL}=stress runs it (a loop of minutes that hunts a rare failure)"}
     for item in items:
         for mark, reason in why.items():

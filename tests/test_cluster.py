@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _mpi import TESTS, child_env, run
+from _mpi import TESTS, child_env, host_shm_files, run
 
 from lpmpi import cluster
 
@@ -25,7 +25,9 @@ def _cli(*args, timeout=120):
 
 @pytest.fixture
 def box():
-    """Three nodes at 1 Gbit/s; always torn down."""
+    """Three nodes at 1 Gbit/s; always torn down; no shared-memory file of its runs left on the
+    host (issue 48)."""
+    shm = host_shm_files()
     rc, out = _cli("up", "--nodes", "3", "--rate", "1gbit")
     try:
         assert rc == 0, out
@@ -33,6 +35,7 @@ def box():
     finally:
         _cli("down")
     assert cluster.leftovers() == [], cluster.leftovers()
+    assert host_shm_files() - shm == set(), f"the box's runs left {sorted(host_shm_files() - shm)} in /dev/shm"
 
 
 @pytest.mark.parametrize("layout,check", [("1,1", 0), ("2,2", 0), ("1,1,1", 0), ("1,2,1", 0),
@@ -74,6 +77,7 @@ def test_the_contract_across_nodes(layout, suite):
     layout, the nonblocking and persistent forms too, under MPICH and Open MPI:
     docs/results/issue38/contract_box_*.txt; the forms of every algorithm across the layouts:
     test_collectives_across_nodes.)"""
+    shm = host_shm_files()
     rc, out = _cli("up", "--nodes", str(len(layout.split(","))), "--rate", "1gbit")
     try:
         assert rc == 0, out
@@ -84,6 +88,7 @@ def test_the_contract_across_nodes(layout, suite):
     finally:
         _cli("down")
     assert cluster.leftovers() == [], cluster.leftovers()
+    assert host_shm_files() - shm == set(), sorted(host_shm_files() - shm)
 
 
 OMPI_PYTHON = os.environ.get("LPMPI_TEST_OMPI_PYTHON", "")
