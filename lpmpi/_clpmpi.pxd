@@ -29,6 +29,8 @@ cdef extern from "lpmpi.h" nogil:
         LP_BFLOAT16
         LP_FLOAT16
         LP_FLOAT32
+        LP_FLOAT64
+        LP_COMP_NONE
         LP_SUM
         LP_AVG
         LP_PROD
@@ -90,6 +92,7 @@ cdef extern from "lpmpi.h" nogil:
         const size_t *sdispls
         const size_t *rcounts
         const size_t *rdispls
+        int comp
     int lp_call_request(lp_req_t **req, int kind, const lp_call_t *call) nogil
     int lp_start(lp_req_t *req)
     int lp_test(lp_req_t *req, int *done)
@@ -132,6 +135,15 @@ cdef extern from "lpmpi.h" nogil:
     int lp_algo_coll(int alg)
     int lp_algo_chunked(int alg)
     int lp_algo_node_local(int alg)
+    int lp_algo_wire(int alg)
+    int lp_cz_algo(int coll)
+    const char *lp_cz_name(int comp)
+    const char *lp_cz_isa()
+    size_t lp_cz_bytes(int comp, size_t n) nogil
+    void lp_cz_encode(int comp, lp_dtype_t dt, const void *x, size_t n, void *wire) nogil
+    void lp_cz_decode_acc(int comp, int acc64, const void *wire, size_t n, void *y, int acc) nogil
+    int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y) nogil
+    void lp_set_test_cz_reencode(int on)
     int lp_algo_find(lp_coll_t coll, const char *name)
     void lp_model_set(double alpha, double beta, double gamma)
     void lp_model_get(double *alpha, double *beta, double *gamma)

@@ -173,7 +173,7 @@ static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *b
     int order[64], n = 0;                                                  /* the model's ranking */
     double t[64];
     for (int i = 0; i < lp_nalgos && n < 64; i++) {
-        if ((int)lp_algos[i].coll != I->coll) continue;
+        if ((int)lp_algos[i].coll != I->coll || lp_algos[i].wire) continue;
         t[n] = lp_predict_with(m, i, I->P, I->nodes, (double)nb,
                                (double)lp_best_chunk_with(m, i, I->P, I->nodes, nb));
         order[n++] = i;

@@ -24,7 +24,7 @@ static const char *const ck_names[LP_CK_N] = {
     [LP_CK_MEM] = "memory kind", [LP_CK_ALG] = "algorithm", [LP_CK_CHUNK] = "chunk_bytes",
     [LP_CK_TP] = "node-local transport asked for", [LP_CK_RING_TP] = "the ring's node-local transport",
     [LP_CK_STAGING] = "staging buffers", [LP_CK_KEY_BYTES] = "the decision's size (bytes)",
-    [LP_CK_PREQ] = "persistent request (numbered as made)"};
+    [LP_CK_PREQ] = "persistent request (numbered as made)", [LP_CK_COMP] = "compression"};
 static const char *const tp_names[LP_NTP] = {"none", "mpi", "shm", "cma"};
 static const char *const ring_tp_names[] = {"mpi", "shm", "cma"};
 
@@ -36,6 +36,7 @@ static void value_text(int f, int64_t v, char *s, size_t n) {
     case LP_CK_OP: snprintf(s, n, "%s", v < 0 ? "(none)" : lp_op_name((lp_op_t)v)); break;
     case LP_CK_ALG: snprintf(s, n, "%s", lp_algo_name((int)v)); break;
     case LP_CK_PREQ: snprintf(s, n, v ? "#%lld" : "none", (long long)v); break;
+    case LP_CK_COMP: snprintf(s, n, "%s", v ? lp_cz_name((int)v) : "None"); break;
     case LP_CK_ACC: snprintf(s, n, "%s", v < 0 ? "none" : lp_dtype_name((lp_dtype_t)v)); break;
     case LP_CK_MEM: snprintf(s, n, "%s", v == LP_MEM_HOST ? "host" : "device"); break;
     case LP_CK_TP: snprintf(s, n, "%s", v >= 0 && v < LP_NTP ? tp_names[v] : "?"); break;

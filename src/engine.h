@@ -220,7 +220,7 @@ enum { LP_NTM_MPI = 0, LP_NTM_AUTO = 1, LP_NTM_SHM = 2, LP_NTM_CMA = 3 };
  * accumulation) */
 enum { LP_CK_COLL, LP_CK_COUNT, LP_CK_DTYPE, LP_CK_OP, LP_CK_ROOT, LP_CK_ACC, LP_CK_MEM, LP_CK_ALG,
        LP_CK_CHUNK, LP_CK_TP, LP_CK_RING_TP, LP_CK_STAGING, LP_CK_KEY_BYTES,
-       LP_CK_PREQ, LP_CK_N };   /* PREQ: a persistent request's number on its context (0: none) */
+       LP_CK_PREQ, LP_CK_COMP, LP_CK_N };   /* PREQ: a persistent request's number on its context (0: none) */
 
 /* ---- requests (request.c, progress.c) ---- */
 enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
@@ -230,11 +230,12 @@ enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
 typedef struct {
     int alg, coll, dt, op, root, xport, in_place, no_recvbuf, acc_dt;
     int transport;            /* LP_TP_* asked for (an even number of ints: no padding, memcmp) */
+    int comp, pad_;           /* LP_COMP_* (the wire format) */
     size_t count, chunk, window, staging;
     const lp_devops_t *dev;
     uint64_t vhash;           /* per-rank counts: a hash of them (0: none) */
 } lp_plan_key_t;
-_Static_assert(sizeof(lp_plan_key_t) == 10 * sizeof(int) + 4 * sizeof(size_t) + sizeof(void *) + 8,
+_Static_assert(sizeof(lp_plan_key_t) == 12 * sizeof(int) + 4 * sizeof(size_t) + sizeof(void *) + 8,
                "lp_plan_key_t is compared with memcmp: it must have no padding");
 
 enum { LP_HOST_LEN = 64 };

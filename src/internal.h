@@ -82,6 +82,7 @@ typedef struct lp_args {
     int transport;          /* LP_TP_* the decision asked for (the ring allreduce's node-local one) */
     int ring_tp;            /* LP_RING_* the ring's node-local transport resolved to, once, in the
                                decision (request.c); -1: the schedule is no node-local ring */
+    int comp;               /* LP_COMP_*: the wire format of a compressed call (alg_compress.c) */
 } lp_args_t;
 
 /* position *v of this rank on the chain that starts at rank `head` and goes up (dir = 1) or down
@@ -298,6 +299,10 @@ typedef struct {
     /* its schedules over the node-local transports (NULL: none): the decision resolves the
      * transport once (request.c) and the request runs the schedule it names */
     const lp_sched_t *cma, *shm;
+    /* 1: the row runs compressed calls only (compression=: its phases carry the wire format of
+     * codec.c; alg_compress.c): never a candidate of an uncompressed call, of a table or of
+     * the tuner, nor in lpmpi.algorithms() */
+    int wire;
 } lp_algo_t;
 
 extern const lp_algo_t lp_algos[];
@@ -319,6 +324,14 @@ extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-l
 /* blocks between pairs (alg_direct.c): alltoall(v)'s pairwise exchange, gather's and scatter's
  * linear one, over MPI or single-copy reads */
 extern const lp_sched_t lp_sched_direct, lp_sched_direct_cma;
+/* the compressed collectives (alg_compress.c): allreduce, reduce_scatter(_v), allgather */
+extern const lp_sched_t lp_sched_cz;
+extern int lp_test_cz_reencode;       /* tests: re-encode partial sums (the design the tests reject) */
+/* compression's other pieces (codec.c): acc (float32; float64 for float64 data) = x exactly
+ * (add: acc += x); y (dtype) = acc, 16-bit types rounded once */
+void lp_cz_widen(lp_dtype_t dt, const void *x, size_t n, void *acc, int add);
+int lp_cz_narrow(lp_dtype_t dt, const void *acc, size_t n, void *y);
+
 /* a peer that died (alive.c): lp_proc_t's start time from /proc, and whether it is gone */
 uint64_t lp_proc_since(int pid);      /* clock ticks after boot; 0 where /proc does not show it */
 int lp_proc_gone(const lp_proc_t *p); /* no entry, a zombie, or another process now has the pid */

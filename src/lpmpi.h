@@ -68,6 +68,22 @@ const char *lp_coll_mpi_name(lp_coll_t coll);   /* the MPI library's own: "MPI_A
  * (reduce_scatter_v: lpmpi.reduce_scatter(..., counts=)) */
 const char *lp_coll_via(lp_coll_t coll);
 
+/* compression (lossy, opt-in; codec.c has the formats): the wire format of the data a
+ * compressed collective sends (allreduce, reduce_scatter, allgather) */
+typedef enum { LP_COMP_NONE = 0, LP_COMP_BF16, LP_COMP_INT8, LP_COMP_INT4, LP_NCOMPS } lp_comp_t;
+const char *lp_cz_name(int comp);           /* "none", "bf16", "int8", "int4" */
+int lp_algo_wire(int alg);                  /* 1: a compressed call's row (registry.c) */
+int lp_cz_algo(lp_coll_t coll);             /* the row that runs coll compressed, or -1 */
+void lp_set_test_cz_reencode(int on);       /* tests: re-encode partial sums (alg_compress.c) */
+const char *lp_cz_isa(void);                /* the codecs' instruction set: "avx512", "avx2", "scalar" */
+/* the codecs themselves (codec.c), for the bindings and tests: encoded bytes of n elements;
+ * encode n elements of x (float16, bfloat16, float32, float64); decode into float32 / float64
+ * (acc: add to y); decode into dtype dt */
+size_t lp_cz_bytes(int comp, size_t n);
+void lp_cz_encode(int comp, lp_dtype_t dt, const void *x, size_t n, void *wire);
+void lp_cz_decode_acc(int comp, int acc64, const void *wire, size_t n, void *y, int acc);
+int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y);
+
 /* memory kind of the user's buffers: the seam for device memory */
 typedef enum { LP_MEM_HOST = 0, LP_MEM_CUDA = 1, LP_NMEMS } lp_mem_t;
 const char *lp_mem_name(lp_mem_t mem);      /* "host", "cuda" */
@@ -170,6 +186,8 @@ typedef struct {
     void *acc;
     lp_dtype_t acc_dt;
     const size_t *scounts, *sdispls, *rcounts, *rdispls;
+    int comp;                   /* LP_COMP_*: compressed on the wire (allreduce, reduce_scatter(_v),
+                                   allgather; float data, SUM or AVG, host memory) */
 } lp_call_t;
 int lp_call_request(lp_req_t **req, int kind, const lp_call_t *call);
 int lp_start(lp_req_t *req);

@@ -160,6 +160,15 @@ static double cost_direct_native(const lp_model_t *m, int P, double n, double c)
     return lg(P) * m->alpha * 0.5 + (P - 1) * n / P * m->beta;
 }
 
+/* compressed (alg_compress.c): a direct reduce-scatter and allgather of the encoded bytes,
+ * plus the codecs' passes (encode, decode and add: about 0.25 ns a byte each on one core here,
+ * docs/compression.md); c: the wire's bytes per input byte, from the call (select's key has
+ * none: 1/4 as int8 over float32) */
+static double cost_cz(const lp_model_t *m, int P, double n, double c) {
+    double w = c > 0 && c < 1 ? c : 0.25;
+    return 2 * (P - 1) * m->alpha + 2 * (P - 1) / (double)P * n * w * m->beta + 3 * n * m->gamma;
+}
+
 const lp_algo_t lp_algos[] = {
     /* name      collective     chunked  schedule                    cost                   staged schedule, pattern between nodes (traffic.c) */
     {"lp",     LP_ALLREDUCE, 1, &lp_sched_lp,               cost_allreduce_lp, &lp_sched_lp_staged, lp_traffic_lp},
@@ -197,6 +206,11 @@ const lp_algo_t lp_algos[] = {
     {"linear", LP_GATHER,    0, &lp_sched_direct,           cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
     {"native", LP_SCATTER,   0, &lp_sched_native,           cost_direct_native, NULL, lp_traffic_direct},
     {"linear", LP_SCATTER,   0, &lp_sched_direct,           cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
+    /* compressed calls only (the wire column: alg_compress.c) */
+    {"direct", LP_ALLREDUCE, 0, &lp_sched_cz,               cost_cz, NULL, lp_traffic_direct, NULL, NULL, 1},
+    {"direct", LP_REDUCE_SCATTER, 0, &lp_sched_cz,          cost_cz, NULL, lp_traffic_direct, NULL, NULL, 1},
+    {"direct", LP_REDUCE_SCATTER_V, 0, &lp_sched_cz,        cost_cz, NULL, lp_traffic_direct, NULL, NULL, 1},
+    {"direct", LP_ALLGATHER, 0, &lp_sched_cz,               cost_cz, NULL, lp_traffic_direct, NULL, NULL, 1},
 };
 const int lp_nalgos = (int)(sizeof lp_algos / sizeof lp_algos[0]);
 
@@ -205,6 +219,13 @@ int lp_algo_count(void) { return lp_nalgos; }
 const char *lp_algo_name(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].name : "?"; }
 int lp_algo_coll(int i) { return i >= 0 && i < lp_nalgos ? (int)lp_algos[i].coll : -1; }
 int lp_algo_chunked(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].chunked : 0; }
+int lp_algo_wire(int i) { return i >= 0 && i < lp_nalgos ? lp_algos[i].wire : 0; }
+/* the row that runs coll compressed (-1: none) */
+int lp_cz_algo(lp_coll_t coll) {
+    for (int i = 0; i < lp_nalgos; i++)
+        if (lp_algos[i].coll == coll && lp_algos[i].wire) return i;
+    return -1;
+}
 /* the algorithms with schedules over node-local transports (their row's cma / shm columns) */
 int lp_algo_node_local(int i) {
     return i >= 0 && i < lp_nalgos && (lp_algos[i].cma || lp_algos[i].shm);

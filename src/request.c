@@ -133,6 +133,7 @@ static int req_plan(lp_req_t *r) {
     r->inner = NULL;
     if (a->count == 0 && !lp_args_counted(a)) r->sched = NULL;
     else if (a->size == 1) r->sched = &lp_sched_single;
+    else if (a->comp) r->sched = &lp_sched_cz;        /* compressed: its own phases (alg_compress.c) */
     else if (a->xport == LP_XPORT_STAGED && A->staged) r->sched = A->staged;
     else if (a->xport == LP_XPORT_STAGED || (a->xport == LP_XPORT_AWARE && A->sched->host_only &&
                                              A->sched->host_only(a))) {
@@ -235,6 +236,18 @@ static int call_check(call_t *c, const lp_call_t *k) {
         (c->accum && (!T->has_op || (op != LP_SUM && op != LP_AVG) || mem != LP_MEM_HOST)))
         return LP_FAIL(LP_ERR_ARG, "acc: a float32 SUM or AVG allreduce/reduce/reduce_scatter on host memory, "
                        "rounded to float16 or bfloat16");
+    if (k->comp) {                       /* compression: float data, SUM / AVG, host memory */
+        if (k->comp < 0 || k->comp >= LP_NCOMPS || lp_cz_algo(coll) < 0)
+            return LP_FAIL(LP_ERR_ARG, "compression %d on %s", k->comp, lp_coll_name(coll));
+        if (dt != LP_FLOAT16 && dt != LP_BFLOAT16 && dt != LP_FLOAT32 && dt != LP_FLOAT64)
+            return LP_FAIL(LP_ERR_ARG, "compression needs float data, not %s", lp_dtype_name(dt));
+        if (k->comp == LP_COMP_BF16 && lp_dtype_size(dt) <= 2)
+            return LP_FAIL(LP_ERR_ARG, "compression bf16 is not narrower than %s", lp_dtype_name(dt));
+        if (T->has_op && op != LP_SUM && op != LP_AVG)
+            return LP_FAIL(LP_ERR_ARG, "compression needs op sum or avg, not %s", lp_op_name(op));
+        if (mem != LP_MEM_HOST || acc)
+            return LP_FAIL(LP_ERR_ARG, "compression on host memory, without acc_dtype");
+    }
     c->fn = NULL;
     if (T->has_op && !(c->fn = lp_reduce_kernel(dt, op)))
         return LP_FAIL(LP_ERR_ARG, "op %s is not defined on %s", lp_op_name(op), lp_dtype_name(dt));
@@ -269,6 +282,16 @@ static int call_decide(call_t *c, const lp_call_t *k) {
     const lp_coll_t coll = k->coll;
     const size_t count = k->count;
     c->key = lp_decision_key(coll, ctx->size, ctx->nnodes, count, k->dt, k->acc_dt, c->mem);
+    if (k->comp) {                       /* compressed: its row (the wire column), no other */
+        int cz = lp_cz_algo(coll);
+        if (k->alg != LP_ALG_AUTO && k->alg != cz)
+            return LP_FAIL(LP_ERR_ARG, "compression runs with algorithm \"auto\" or \"direct\", not %s",
+                           lp_algo_name(k->alg));
+        c->ch = (lp_choice_t){.alg = cz, .source = k->alg == LP_ALG_AUTO ? LP_SRC_MODEL : LP_SRC_REQUESTED,
+                              .transport_source = LP_SRC_MODEL, .tables = ctx->tables};
+        c->ring_tp = -1;
+        return LP_OK;
+    }
     int rc = lp_decide(ctx, &c->key, k->alg, k->chunk_bytes, &c->ch);
     if (rc != LP_OK) return rc;
     call_ring_transport(c, k);
@@ -389,7 +412,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (ctx->notice != lp_fr_notices() || ctx->lost >= 0) LP_TRY(lp_ctx_check_lost(ctx));   /* a peer died */
     if (kind != LP_REQ_BLOCKING) ctx->nb_made = 1;
     LP_TRY(call_decide(&c, k));
-    if (lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes) {   /* the online tuner's turn */
+    if (lp_autotune && k->alg == LP_ALG_AUTO && !k->chunk_bytes && !k->comp) {   /* the online tuner's turn */
         LP_TRY(lp_autotune_pick(ctx, &c.key, (int)lp_dtype_size(k->dt), kind, &c.ch, &slot));
         call_ring_transport(&c, k);
     }
@@ -402,7 +425,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
         [LP_CK_ACC] = c.accum ? (int64_t)acc_dt : -1, [LP_CK_MEM] = c.mem, [LP_CK_ALG] = ch.alg,
         [LP_CK_CHUNK] = (int64_t)ch.chunk, [LP_CK_TP] = ch.transport, [LP_CK_RING_TP] = c.ring_tp,
         [LP_CK_STAGING] = (int64_t)staging, [LP_CK_KEY_BYTES] = (int64_t)c.key.nbytes,
-        [LP_CK_PREQ] = kind == LP_REQ_PERSISTENT ? ctx->npersist + 1 : 0};
+        [LP_CK_PREQ] = kind == LP_REQ_PERSISTENT ? ctx->npersist + 1 : 0, [LP_CK_COMP] = k->comp};
     if (lp_check_enabled) LP_TRY(lp_check_agree(ctx, ck, 0));
     LP_TRY(req_get(ctx, kind, &r));
     if (kind == LP_REQ_PERSISTENT) {
@@ -414,7 +437,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
         r->at_esize = (int)lp_dtype_size(k->dt);
     }
     lp_plan_key_t key = {ch.alg, coll, dt, op, root, c.xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
-                         acc ? (int)acc_dt : -1, ch.transport, count, ch.chunk, (size_t)lp_window,
+                         acc ? (int)acc_dt : -1, ch.transport, k->comp, 0, count, ch.chunk, (size_t)lp_window,
                          staging, dev, 0};
     int devid = -1;
     if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &devid));
@@ -429,7 +452,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
         .persistent = kind == LP_REQ_PERSISTENT,
         .acc = acc, .acc_dt = acc_dt,
         .node = ctx->node, .order = ctx->order, .pos = ctx->pos, .pids = ctx->pids, .alive = ctx->alive,
-        .shm = ctx->shm, .transport = ch.transport, .ring_tp = c.ring_tp,
+        .shm = ctx->shm, .transport = ch.transport, .ring_tp = c.ring_tp, .comp = k->comp,
     };
     LP_TRY(req_counts(r, k, ctx->size, &vhash));
     key.vhash = vhash;

@@ -68,7 +68,7 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
     if (a < 0) {                                                     /* 3. cost model */
         double tbest = 0;
         for (int i = 0; i < lp_nalgos; i++) {
-            if (lp_algos[i].coll != coll) continue;
+            if (lp_algos[i].coll != coll || lp_algos[i].wire) continue;
             size_t ci = (ovr_chunk[coll] && lp_algos[i].chunked) ? ovr_chunk[coll]
                                                                  : lp_best_chunk_with(m, i, P, nodes, nbytes);
             double ti = lp_predict_with(m, i, P, nodes, (double)nbytes, (double)ci);
@@ -129,6 +129,9 @@ int lp_decide(lp_ctx_t *ctx, const lp_key_t *k, int alg, size_t chunk_bytes, lp_
     } else {
         if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll)
             return LP_FAIL(LP_ERR_ARG, "algorithm %d is not a %s algorithm", alg, lp_coll_name(coll));
+        if (lp_algos[alg].wire)
+            return LP_FAIL(LP_ERR_ARG, "algorithm %s of %s runs compressed calls only (compression=)",
+                           lp_algos[alg].name, lp_coll_name(coll));
         ch = (lp_choice_t){.alg = alg, .source = LP_SRC_REQUESTED, .transport_source = LP_SRC_MODEL};
     }
     if (ovr_tp != LP_TP_MODEL) {                 /* the transport override, above table and model */

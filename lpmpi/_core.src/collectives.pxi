@@ -1,24 +1,48 @@
 # ---------------------------------------------------------------- collectives
-cdef Message _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts):
+#: compression= values (docs/compression.md)
+COMPRESSIONS = ("bf16", "int8", "int4")
+
+
+cdef Message _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts,
+                                     compression=None):
     """reduce_scatter's message: equal blocks (MPI_Reduce_scatter_block), or per-rank counts."""
+    cdef Message m
     if counts is None:
-        return Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
-    return Message.for_blocks(_COLL["reduce_scatter_v"], sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes,
-                              counts, None, None, None, acc_dtype)
+        m = Message.for_reduce_scatter(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
+    else:
+        m = Message.for_blocks(_COLL["reduce_scatter_v"], sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes,
+                               counts, None, None, None, acc_dtype)
+    m.set_comp(compression, algorithm)
+    return m
+
+
+cdef Message _allreduce_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, compression):
+    cdef Message m = Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype)
+    m.set_comp(compression, algorithm)
+    return m
+
+
+cdef Message _allgather_message(sendbuf, recvbuf, comm, algorithm, chunk_bytes, compression):
+    cdef Message m = Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes)
+    m.set_comp(compression, algorithm)
+    return m
 
 
 def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None,
-              acc_dtype=None):
+              acc_dtype=None, compression=None):
     """Reduce ``sendbuf`` over all ranks of ``comm`` and leave the result on every rank.
 
     Returns ``recvbuf`` (a new array like ``sendbuf`` when None).  In place: ``sendbuf`` is
     ``lpmpi.IN_PLACE`` (then ``recvbuf`` holds the input) or ``recvbuf is sendbuf``.
 
     >>> import numpy as np, lpmpi
+    ``compression`` ("bf16", "int8", "int4"; float data, sum or avg): the data crosses the
+    wire encoded, every value rounded at most twice, sums in float32 (docs/compression.md).
+
     >>> y = lpmpi.allreduce(np.ones(4, np.float32))   # doctest: +SKIP
     """
-    cdef Message m = Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
-                                           acc_dtype)
+    cdef Message m = _allreduce_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                        acc_dtype, compression)
     m.run()
     return m.result
 
@@ -51,7 +75,7 @@ def bcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
     return m.result
 
 
-def allgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
+def allgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None, compression=None):
     """Gather every rank's ``sendbuf`` into ``recvbuf`` on every rank: block r (C order) is
     rank r's (MPI_Allgather).
 
@@ -60,15 +84,18 @@ def allgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes
     ``recvbuf``.  Host memory.
 
     >>> import numpy as np, lpmpi
+    ``compression`` ("bf16", "int8", "int4"; float data): each block crosses the wire encoded,
+    rounded once, and every rank (its owner too) holds the decoded values (docs/compression.md).
+
     >>> y = lpmpi.allgather(np.full(4, 1.0))   # doctest: +SKIP
     """
-    cdef Message m = Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes)
+    cdef Message m = _allgather_message(sendbuf, recvbuf, comm, algorithm, chunk_bytes, compression)
     m.run()
     return m.result
 
 
 def reduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                   chunk_bytes=None, acc_dtype=None, counts=None):
+                   chunk_bytes=None, acc_dtype=None, counts=None, compression=None):
     """Reduce block r of every rank's ``sendbuf`` (P blocks) into ``recvbuf`` on rank r
     (MPI_Reduce_scatter_block).
 
@@ -80,16 +107,20 @@ def reduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="aut
     (float16/bfloat16 data, sum or avg): accumulated in float32, the result rounded once.
 
     >>> import numpy as np, lpmpi
+    ``compression`` ("bf16", "int8", "int4"; float data, sum or avg): the blocks cross the wire
+    encoded, rounded once, summed in float32 (docs/compression.md).
+
     >>> y = lpmpi.reduce_scatter(np.ones((2, 4)))   # doctest: +SKIP
     """
-    cdef Message m = _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts)
+    cdef Message m = _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts,
+                                             compression)
     m.run()
     return m.result
 
 
 # their nonblocking and persistent forms: a Request (request.pxi)
 def iallreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None,
-               acc_dtype=None):
+               acc_dtype=None, compression=None):
     """Nonblocking :func:`allreduce`: starts it and returns a :class:`Request` whose ``wait()``
     returns recvbuf.  Arguments and errors as the blocking call (raised here, before any
     communication).
@@ -98,8 +129,8 @@ def iallreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", 
     >>> ...                                      # compute meanwhile
     >>> grad_avg = req.wait()                    # doctest: +SKIP
     """
-    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
-                                              acc_dtype), LP_REQ_NONBLOCKING)
+    return Request.make(_allreduce_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                           acc_dtype, compression), LP_REQ_NONBLOCKING)
 
 
 def ireduce(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
@@ -115,15 +146,15 @@ def ibcast(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
 
 
 def allreduce_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                   chunk_bytes=None, acc_dtype=None):
+                   chunk_bytes=None, acc_dtype=None, compression=None):
     """Persistent :func:`allreduce`: arguments checked, algorithm chosen and scratch reserved
     once; ``start()`` then ``wait()``, as often as needed, with the buffers' current contents.
 
     >>> p = lpmpi.allreduce_init(grad, lpmpi.IN_PLACE)   # doctest: +SKIP
     >>> for step in range(n): p.start(); ...; p.wait()  # doctest: +SKIP
     """
-    return Request.make(Message.for_allreduce(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
-                                              acc_dtype), LP_REQ_PERSISTENT)
+    return Request.make(_allreduce_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
+                                           acc_dtype, compression), LP_REQ_PERSISTENT)
 
 
 def reduce_init(sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
@@ -138,28 +169,30 @@ def bcast_init(buf, root=0, comm=None, *, algorithm="auto", chunk_bytes=None):
     return Request.make(Message.for_bcast(buf, root, comm, algorithm, chunk_bytes), LP_REQ_PERSISTENT)
 
 
-def iallgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
+def iallgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None, compression=None):
     """Nonblocking :func:`allgather`; ``wait()`` returns recvbuf."""
-    return Request.make(Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes),
+    return Request.make(_allgather_message(sendbuf, recvbuf, comm, algorithm, chunk_bytes, compression),
                         LP_REQ_NONBLOCKING)
 
 
 def ireduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                    chunk_bytes=None, acc_dtype=None, counts=None):
+                    chunk_bytes=None, acc_dtype=None, counts=None, compression=None):
     """Nonblocking :func:`reduce_scatter`; ``wait()`` returns recvbuf."""
-    return Request.make(_reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts), LP_REQ_NONBLOCKING)
+    return Request.make(_reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts,
+                                                compression), LP_REQ_NONBLOCKING)
 
 
-def allgather_init(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None):
+def allgather_init(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes=None, compression=None):
     """Persistent :func:`allgather` (see :func:`allreduce_init`)."""
-    return Request.make(Message.for_allgather(sendbuf, recvbuf, comm, algorithm, chunk_bytes),
+    return Request.make(_allgather_message(sendbuf, recvbuf, comm, algorithm, chunk_bytes, compression),
                         LP_REQ_PERSISTENT)
 
 
 def reduce_scatter_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto",
-                        chunk_bytes=None, acc_dtype=None, counts=None):
+                        chunk_bytes=None, acc_dtype=None, counts=None, compression=None):
     """Persistent :func:`reduce_scatter` (see :func:`allreduce_init`)."""
-    return Request.make(_reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts), LP_REQ_PERSISTENT)
+    return Request.make(_reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts,
+                                                compression), LP_REQ_PERSISTENT)
 
 
 # ---------------------------------------------------------------- the collectives that move blocks
@@ -285,12 +318,14 @@ cdef Message _blocks_message(int coll, s, r, op, root, comm, alg, cb, acc, v):
 # name -> the message of a call by the buffers' and arguments' roles (the bench, call_decision,
 # the torch backend and the XLA handlers build every collective's message through it)
 cdef dict _BUILDERS = {
-    "allreduce": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_allreduce(s, r, op, comm, alg, cb, acc),
+    "allreduce": lambda s, r, op, root, comm, alg, cb, acc, v: _allreduce_message(s, r, op, comm, alg, cb, acc,
+                                                                                 v.pop("compression", None)),
     "reduce": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_reduce(s, r, op, root, comm, alg, cb, acc),
     "bcast": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_bcast(s, root, comm, alg, cb),
-    "allgather": lambda s, r, op, root, comm, alg, cb, acc, v: Message.for_allgather(s, r, comm, alg, cb),
+    "allgather": lambda s, r, op, root, comm, alg, cb, acc, v: _allgather_message(s, r, comm, alg, cb,
+                                                                                 v.pop("compression", None)),
     "reduce_scatter": lambda s, r, op, root, comm, alg, cb, acc, v: _reduce_scatter_message(
-        s, r, op, comm, alg, cb, acc, v.get("counts")),
+        s, r, op, comm, alg, cb, acc, v.get("counts"), v.pop("compression", None)),
 }
 for _i, _n in enumerate(COLLECTIVES):
     if _n not in _BUILDERS and _ROWS[_i]["via"] is None:
@@ -299,7 +334,7 @@ for _i, _n in enumerate(COLLECTIVES):
 
 
 def _message(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, algorithm="auto",
-             chunk_bytes=None, acc_dtype=None, **counts):
+             chunk_bytes=None, acc_dtype=None, compression=None, **counts):
     """The checked message of ``lpmpi.<collective>(...)`` by the arguments' roles (bcast:
     sendbuf is its buffer; op, root ignored where the collective has none; counts: the per-rank
     counts and displacements by their parameter names: counts, recvcounts, sdispls, rdispls,
@@ -308,4 +343,8 @@ def _message(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, 
         build = _BUILDERS[collective]
     except (KeyError, TypeError):
         raise ValueError(f"collective must be one of {tuple(_BUILDERS)}, got {collective!r}") from None
+    if compression is not None:
+        if collective not in ("allreduce", "allgather", "reduce_scatter"):
+            raise ValueError(f"compression applies to allreduce, reduce_scatter and allgather, not {collective}")
+        counts["compression"] = compression
     return build(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes, acc_dtype, counts)

@@ -206,6 +206,7 @@ cdef class Message:
     # per-rank counts (alltoallv, allgatherv, reduce_scatter with counts): 4 P size_t, sendbuf's
     # counts and displacements then recvbuf's (lp_call_t), or None
     cdef object vc
+    cdef int comp                 # compression= (LP_COMP_*; set_comp)
 
     def __dealloc__(self):
         _release(&self.s)
@@ -691,6 +692,46 @@ cdef class Message:
             _raise_status(rc)
         return req
 
+    cdef int set_comp(self, compression, algorithm) except -1:
+        """compression= (docs/compression.md): checked on every rank before any communication
+        (LPMPI_CHECK's ranks learn of a local error), the call's row resolved."""
+        cdef int dt = self.s.dtype
+        try:
+            if compression is None:
+                if self.alg >= 0 and lp_algo_wire(self.alg):
+                    raise ValueError(f"algorithm {algorithm!r} runs compressed calls only: pass "
+                                     f"compression= one of {COMPRESSIONS}")
+                self.comp = LP_COMP_NONE
+                return 0
+            if not isinstance(compression, str) or compression not in COMPRESSIONS:
+                raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
+            if lp_cz_algo(self.coll) < 0:
+                raise ValueError(f"compression applies to allreduce, reduce_scatter and allgather, not "
+                                 f"{COLLECTIVES[self.coll]}")
+            if self.alg >= 0 and not lp_algo_wire(self.alg):
+                raise ValueError(f"compression runs with algorithm 'auto' or 'direct', not {algorithm!r}")
+            name = DTYPE_NAMES[dt]
+            if dt not in (LP_FLOAT16, LP_BFLOAT16, LP_FLOAT32, LP_FLOAT64):
+                raise TypeError(f"compression needs floating data (float16, bfloat16, float32, float64), "
+                                f"not {name}")
+            if compression == "bf16" and lp_dtype_size(dt) <= 2:
+                raise TypeError(f"compression 'bf16' must be narrower than the data: {name} is 16-bit "
+                                f"(use 'int8' or 'int4')")
+            if _ROWS[self.coll]["has_op"] and self.op != LP_SUM and self.op != LP_AVG:
+                raise TypeError(f"compression applies to op sum and avg, not {OP_NAMES[self.op]!r}")
+            if self.s.mem:
+                raise TypeError("compression takes host memory (device arrays: not until the device path "
+                                "has codecs)")
+            if self.acc:
+                raise TypeError("compression and acc_dtype do not go together (compressed sums are "
+                                "float32 already)")
+        except BaseException:
+            _local_error(self.comm)
+            raise
+        self.comp = COMPRESSIONS.index(compression) + 1
+        self.alg = lp_cz_algo(self.coll) if self.alg >= 0 else LP_ALG_AUTO
+        return 0
+
     cdef void record(self, lp_call_t *k) noexcept:
         """The engine's call record of this call (lpmpi.h: lp_call_t)."""
         cdef size_t *v = NULL
@@ -709,6 +750,7 @@ cdef class Message:
         k.acc = self.acc_out if self.acc else NULL
         k.acc_dt = self.s.dtype if self.acc else self.edtype
         k.scounts = k.sdispls = k.rcounts = k.rdispls = NULL
+        k.comp = self.comp
         if self.vc is not None:
             v = <size_t *>cnp.PyArray_DATA(<cnp.ndarray>self.vc)
             row = _ROWS[self.coll]

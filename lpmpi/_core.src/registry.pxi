@@ -9,7 +9,8 @@ def _build_registry():
         name = lp_algo_name(i).decode()
         c = lp_algo_coll(i)
         _ALG[(c, name)] = i
-        per[c].append(name)
+        if not lp_algo_wire(i):          # compressed calls' rows: compression= only
+            per[c].append(name)
     _ALGS_BY_COLL = tuple(tuple(p) for p in per)
 
 _build_registry()

@@ -1,0 +1,45 @@
+# ---------------------------------------------------------------- compression's codecs (codec.c)
+# The wire formats of compression= (docs/compression.md), for tests, the bench and the torch
+# hook: encode an array, decode bytes, the instruction set the codecs run on.
+def _cz_isa():
+    """The codecs' instruction set: "avx512", "avx2" or "scalar" (LPMPI_CODEC_ISA forces one)."""
+    return lp_cz_isa().decode()
+
+
+def _cz_encode(compression, x):
+    """The encoded bytes (numpy uint8) of a C-contiguous float array ``x`` (float16, bfloat16,
+    float32, float64) in ``compression``'s wire format."""
+    cdef int comp = COMPRESSIONS.index(compression) + 1
+    cdef cnp.ndarray a = np.ascontiguousarray(x)
+    cdef Buf b
+    _get_buf(a, "x", &b)
+    cdef size_t n = b.count
+    cdef cnp.ndarray out = np.empty(lp_cz_bytes(comp, n), np.uint8)
+    with nogil:
+        lp_cz_encode(comp, b.dtype, b.ptr, n, cnp.PyArray_DATA(out))
+    _release(&b)
+    return out
+
+
+def _cz_decode(compression, wire, out):
+    """Decode ``wire`` (from :func:`_cz_encode`) into the float array ``out`` (its dtype and
+    element count); returns ``out``."""
+    cdef int comp = COMPRESSIONS.index(compression) + 1
+    cdef cnp.ndarray w = np.ascontiguousarray(wire, dtype=np.uint8)
+    cdef Buf b
+    _get_buf(out, "out", &b)
+    if <size_t>w.size != lp_cz_bytes(comp, b.count):
+        _release(&b)
+        raise ValueError(f"wire holds {w.size} bytes, {lp_cz_bytes(comp, b.count)} expected")
+    cdef int rc
+    with nogil:
+        rc = lp_cz_decode(comp, b.dtype, cnp.PyArray_DATA(w), b.count, b.ptr)
+    _release(&b)
+    if rc != LP_OK:
+        _raise_status(rc)
+    return out
+
+
+def _test_cz_reencode(on):
+    """Tests: the compressed reduce re-encodes its partial sums (the design the tests reject)."""
+    lp_set_test_cz_reencode(1 if on else 0)

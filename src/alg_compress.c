@@ -1,0 +1,217 @@
+/* direct, compressed: allreduce, reduce_scatter (both forms) and allgather with the data on
+ * the wire encoded (compression=, codec.c), every value rounded at most twice.
+ *
+ * What (P ranks; segment j: the part of the result rank j owns: allreduce, the j-th of P
+ * near-equal runs of whole 256-element blocks; reduce_scatter, block j; allgather, rank j's
+ * block):
+ *   encode     each rank encodes every segment of its input it sends, once (rounding 1);
+ *   exchange   each rank sends encoded segment j to rank j: a direct reduce-scatter, so that
+ *              no partial sum ever travels (a ring would re-encode one at every hop and its
+ *              error would grow with P: NVIDIA/nccl#1026, Megatron-LM#6199);
+ *   reduce     the owner decodes the P - 1 segments it got and adds them to its own exact
+ *              input in rank order, in float32 (float64 for float64 data): the same bits on
+ *              every rank and run; AVG divides once;
+ *   (reduce_scatter ends here: the owner's result, rounded once to the data type if it is a
+ *   16-bit one)
+ *   encode     allreduce: the owner encodes its reduced segment, once (rounding 2);
+ *   allgather  the encoded segments are forwarded unchanged to every rank;
+ *   decode     every rank, the owner too, decodes every segment into its result: every rank
+ *              holds the same bits.  allgather: its own block is encoded, gathered and decoded
+ *              likewise (one rounding).
+ *
+ *   rank 0: [x0 x1 x2] --enc--> e(x0_0) e(x0_1) e(x0_2) ---+   seg 0: x0_0 + d(e(x1_0)) + d(e(x2_0))
+ *   rank 1: [x0 x1 x2] --enc--> ...                        +-> (each owner)  --enc--> gathered --dec
+ *
+ * Cost: 2 (P - 1) messages and 2 (P - 1) / P of the encoded bytes per rank (as a ring's bytes,
+ * at 1/2, ~1/4, ~1/8 of float32's size for bf16, int8, int4), plus the codecs' passes over the
+ * data (registry.c: cost_cz).  Chunking: none (the segments go whole, in groups of XCH peers:
+ * the lane limit).  Memory: the encoded input, the P - 1 encoded segments received, the float32
+ * (float64) accumulator of one segment, the gathered encoded result. */
+#include "internal.h"
+#include <limits.h>
+#include <stdlib.h>
+
+enum { XCH = 7 };                 /* peers per exchange phase: 2 XCH lanes <= LP_LANES_MAX */
+enum { CZ_ENC_ALL, CZ_REDUCE, CZ_ENC_RES, CZ_DEC_ALL, CZ_OUT };   /* the local steps (lane sub) */
+enum { CZ_ALIGN = 64 };
+static const lp_xport_t xport;
+
+static int groups(int P) { return (P - 1 + XCH - 1) / XCH; }
+static size_t up(size_t b) { return (b + CZ_ALIGN - 1) & ~(size_t)(CZ_ALIGN - 1); }
+static int acc64(const lp_args_t *a) { return a->dt == LP_FLOAT64; }
+static size_t accsz(const lp_args_t *a) { return acc64(a) ? 8 : 4; }
+
+/* segment j: its offset and length (elements) in the input (in: 1) or the result (in: 0) */
+static void seg(const lp_args_t *a, int j, int in, size_t *off, size_t *len) {
+    if (a->coll == LP_ALLREDUCE) {
+        size_t S = (a->count + (size_t)a->size - 1) / (size_t)a->size;
+        S = (S + 255) / 256 * 256;                           /* whole blocks */
+        size_t o = S * (size_t)j;
+        *off = o < a->count ? o : a->count;
+        *len = o < a->count ? (a->count - o < S ? a->count - o : S) : 0;
+    } else if (a->coll == LP_ALLGATHER) {
+        lp_recv_part(a, j, off, len);                        /* rank j's block of the result */
+        if (in && a->sbuf != a->rbuf) *off = 0;              /* its own input: sendbuf */
+    } else {                                                 /* reduce_scatter(_v): block j */
+        if (in) lp_send_part(a, j, off, len);
+        else lp_recv_part(a, j, off, len);
+    }
+}
+static size_t ebytes(const lp_args_t *a, int j) {
+    size_t off, len;
+    seg(a, j, 1, &off, &len);
+    return lp_cz_bytes(a->comp, len);
+}
+
+/* the work area: [encoded input: segment j at eoff(j)][received: P slots of my segment's
+ * encoded bytes][accumulator][gathered encoded result: segment j at eoff(j)] */
+typedef struct { size_t in, recv, acc, all, total, slot; } layout_t;
+static size_t eoff(const lp_args_t *a, int j) {
+    size_t o = 0;
+    for (int i = 0; i < j; i++) o += up(ebytes(a, i));
+    return o;
+}
+static layout_t layout(const lp_args_t *a) {
+    layout_t L = {0};
+    size_t off, len, all = eoff(a, a->size);
+    seg(a, a->rank, 1, &off, &len);
+    L.slot = up(lp_cz_bytes(a->comp, len));
+    const int reduces = a->coll != LP_ALLGATHER;
+    L.in = 0;
+    L.recv = reduces ? all : 0;
+    L.acc = L.recv + (reduces ? (size_t)a->size * L.slot : 0);
+    L.all = L.acc + (reduces ? up(len * accsz(a)) : 0);
+    L.total = L.all + (a->coll != LP_REDUCE_SCATTER && a->coll != LP_REDUCE_SCATTER_V ? all : 0);
+    return L;
+}
+
+static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
+    (void)r;
+    const int G = groups(a->size);
+    for (int j = 0; j < a->size; j++)
+        if (ebytes(a, j) > (size_t)INT_MAX)
+            return LP_FAIL(LP_ERR_ARG, "compression: a segment of %zu encoded bytes (at most 2^31 - 1: use "
+                           "more ranks or split the call)", ebytes(a, j));
+    if (a->coll == LP_ALLGATHER) p->nphases = 1 + G + 1;                 /* enc, exchange, dec */
+    else if (a->coll == LP_ALLREDUCE) p->nphases = 1 + G + 1 + 1 + G + 1;
+    else p->nphases = 1 + G + 1 + 1;                                     /* enc, exchange, reduce, out */
+    p->work = layout(a).total;
+    return LP_OK;
+}
+
+/* a local step of this schedule (an XPORT lane: the engine runs it, names no codec) */
+static lp_lane_t *local(lp_req_t *r, const lp_args_t *a, int sub, size_t steps) {
+    lp_lane_t *l = lp_lane_xport(r, a, &xport, sub, NULL, steps, 1);
+    return l;
+}
+
+/* the exchange of group g: send segment `to`'s bytes at src(to), receive from `from` at dst */
+static void exchange(lp_req_t *r, const lp_args_t *a, int g, int tag, int gather) {
+    const int P = a->size, me = a->rank;
+    char *w = lp_req_area(r, LP_AREA_WORK);
+    const layout_t L = layout(a);
+    for (int j = XCH * g + 1; j <= XCH * g + XCH && j < P; j++) {
+        int to = (me + j) % P, from = (me - j + P) % P;
+        if (gather) {          /* my encoded result to every peer; theirs into their slots */
+            size_t mb = ebytes(a, me), fb = ebytes(a, from);
+            if (mb) lp_lane_send(r, a, w + L.all + eoff(a, me), mb, mb, to, tag);
+            if (fb) lp_lane_recv(r, a, w + L.all + eoff(a, from), fb, fb, from, tag);
+        } else {               /* segment `to` of my input to its owner; mine from `from` */
+            size_t tb = ebytes(a, to), mb = ebytes(a, me);
+            if (tb) lp_lane_send(r, a, w + L.in + eoff(a, to), tb, tb, to, tag);
+            if (mb) lp_lane_recv(r, a, w + L.recv + (size_t)from * L.slot, mb, mb, from, tag);
+        }
+    }
+}
+
+static int phase(lp_req_t *r, const lp_args_t *a, int i) {
+    const int G = groups(a->size);
+    const int t1 = a->tag0 + LP_TAG_UP, t2 = a->tag0 + LP_TAG_DOWN;
+    if (a->coll == LP_ALLGATHER) {
+        if (i == 0) local(r, a, CZ_ENC_RES, 1);
+        else if (i <= G) exchange(r, a, i - 1, t1, 1);
+        else local(r, a, CZ_DEC_ALL, (size_t)a->size);
+        return LP_OK;
+    }
+    if (i == 0) {
+        local(r, a, CZ_ENC_ALL, (size_t)a->size);
+        return LP_OK;
+    }
+    if (i <= G) {
+        exchange(r, a, i - 1, t1, 0);
+        return LP_OK;
+    }
+    i -= G + 1;
+    if (i == 0) local(r, a, CZ_REDUCE, 1);
+    else if (a->coll != LP_ALLREDUCE) local(r, a, CZ_OUT, 1);
+    else if (i == 1) local(r, a, CZ_ENC_RES, 1);
+    else if (i <= 1 + G) exchange(r, a, i - 2, t2, 1);
+    else local(r, a, CZ_DEC_ALL, (size_t)a->size);
+    return LP_OK;
+}
+
+/* tests only (LPMPI_TEST_CZ_REENCODE=1, config.c): the partial sum rounded again after every
+ * rank's part, as a ring that re-encodes at every hop would: the bound tests must fail then */
+int lp_test_cz_reencode;
+void lp_set_test_cz_reencode(int on) { lp_test_cz_reencode = on; }
+static void reencode(const lp_args_t *a, void *acc, size_t n, void *tmp) {
+    lp_dtype_t t = acc64(a) ? LP_FLOAT64 : LP_FLOAT32;
+    lp_cz_encode(a->comp, t, acc, n, tmp);
+    lp_cz_decode_acc(a->comp, acc64(a), tmp, n, acc, 0);
+}
+
+/* the local steps: step k of CZ_ENC_ALL / CZ_DEC_ALL is segment k */
+static int step(const lp_lane_t *l, size_t k, char *out, size_t len) {
+    (void)out;
+    (void)len;
+    const lp_args_t *a = l->a;
+    lp_req_t *r = l->owner;
+    char *w = lp_req_area(r, LP_AREA_WORK);
+    const layout_t L = layout(a);
+    const int me = a->rank, P = a->size;
+    const size_t es = a->esize;
+    size_t off, n;
+    switch (l->sub) {
+    case CZ_ENC_ALL:                       /* segment k of my input, for its owner */
+        if ((int)k == me) return LP_OK;    /* (the owner adds its own input exactly) */
+        seg(a, (int)k, 1, &off, &n);
+        if (n) lp_cz_encode(a->comp, a->dt, a->sbuf + off * es, n, w + L.in + eoff(a, (int)k));
+        return LP_OK;
+    case CZ_REDUCE: {                      /* my segment: the P inputs in rank order */
+        seg(a, me, 1, &off, &n);
+        if (!n) return LP_OK;
+        void *acc = w + L.acc;
+        for (int p = 0; p < P; p++) {
+            if (p == me) lp_cz_widen(a->dt, a->sbuf + off * es, n, acc, p > 0);
+            else lp_cz_decode_acc(a->comp, acc64(a), w + L.recv + (size_t)p * L.slot, n, acc, p > 0);
+            if (lp_test_cz_reencode && p > 0 && p < P - 1)   /* tests: the wrong design, a ring's */
+                reencode(a, acc, n, w + L.recv + (size_t)me * L.slot);
+        }
+        if (a->op == LP_AVG) lp_scale(acc, n, acc64(a) ? LP_FLOAT64 : LP_FLOAT32, (double)P);
+        return LP_OK;
+    }
+    case CZ_OUT: {                         /* reduce_scatter: the owner's result, its block */
+        size_t roff, rn;
+        seg(a, me, 0, &roff, &rn);
+        if (!rn) return LP_OK;
+        return lp_cz_narrow(a->dt, w + L.acc, rn, a->rbuf + roff * es);
+    }
+    case CZ_ENC_RES:                       /* allreduce: my reduced segment; allgather: my block */
+        seg(a, me, 1, &off, &n);
+        if (!n) return LP_OK;
+        if (a->coll == LP_ALLREDUCE)
+            lp_cz_encode(a->comp, acc64(a) ? LP_FLOAT64 : LP_FLOAT32, w + L.acc, n, w + L.all + eoff(a, me));
+        else
+            lp_cz_encode(a->comp, a->dt, (a->sbuf == a->rbuf ? (const char *)a->rbuf : a->sbuf) + off * es, n,
+                         w + L.all + eoff(a, me));
+        return LP_OK;
+    default:                               /* CZ_DEC_ALL: segment k into the result */
+        seg(a, (int)k, 0, &off, &n);
+        if (!n) return LP_OK;
+        return lp_cz_decode(a->comp, a->dt, w + L.all + eoff(a, (int)k), n, a->rbuf + off * es);
+    }
+}
+
+static const lp_xport_t xport = {.name = "codec", .step = step};
+
+const lp_sched_t lp_sched_cz = {plan, phase, NULL, NULL, NULL};
