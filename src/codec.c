@@ -8,7 +8,8 @@
  *   int8  blocks of CZ_BLOCK = 256 elements (the last one shorter): a float32 scale s = block
  *         max |x| / 127, then one int8 q = round(x / s) in [-127, 127] per element (nearest,
  *         ties to even; x / s computed as x * (1 / s) in float32); value q * s.  A block of zeros
- *         has s = 0 (exact zeros); a block holding a NaN or Inf has s = NaN (every value NaN).
+ *         has s = 0 (exact zeros); a block holding a NaN or Inf has s = NaN and q = 0 (every
+ *         value NaN).
  *   int4  the same with block max / 7 and q in [-7, 7], two per byte (the even element in the
  *         low nibble, two's complement).
  *   Bytes: bf16 2n; int8 n + 4 ceil(n / 256); int4 sum over blocks of ceil(m / 2) + 4.
@@ -139,6 +140,10 @@ static void enc_q_block_f64(const double *x, size_t m, uint8_t *w, int bits) {
     if (scale - scale != 0.0f) inv = 0.0;      /* (a scale past float32's range: NaN block) */
     memcpy(w, &scale, 4);
     w += 4;
+    if (inv == 0.0) {                            /* zeros, or a NaN block: zero values */
+        memset(w, 0, bits == 8 ? m : (m + 1) / 2);
+        return;
+    }
     const double lim = bits == 8 ? 127.0 : 7.0, M = 6755399441055744.0;   /* 1.5 * 2^52 */
     if (bits == 8) {
         for (size_t i = 0; i < m; i++) {

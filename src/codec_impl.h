@@ -9,7 +9,7 @@
 #define CZ(name) CZ_CAT(name, CZ_SFX)
 
 /* one block of int8 / int4 (m <= CZ_BLOCK elements): its scale, then the values */
-CZ_TGT static void CZ(enc_q_block)(const float *restrict x, size_t m, uint8_t *restrict w, int bits) {
+CZ_TGT static inline __attribute__((always_inline)) void CZ(enc_q_body)(const float *restrict x, size_t m, uint8_t *restrict w, int bits) {
     uint32_t amax = 0;
     for (size_t i = 0; i < m; i++) {            /* |x| as bits: the same order as the floats */
         uint32_t u;
@@ -33,52 +33,63 @@ CZ_TGT static void CZ(enc_q_block)(const float *restrict x, size_t m, uint8_t *r
     }
     memcpy(w, &scale, 4);
     w += 4;
+    if (amax >= 0x7F800000u) {                  /* (the values of a NaN block: zeros) */
+        memset(w, 0, bits == 8 ? m : (m + 1) / 2);
+        return;
+    }
     const float M = 12582912.0f;                /* 1.5 * 2^23 */
+    /* |x * inv| <= amax * inv, within 3 units of float32's last place of qmax: it rounds to at
+     * most qmax, no clamp needed (NaN / Inf blocks have inv = 0) */
     if (bits == 8) {
-        int8_t *q = (int8_t *)w;
-        for (size_t i = 0; i < m; i++) {
-            float v = (x[i] * inv + M) - M;
-            v = v > 127.0f ? 127.0f : v;
-            v = v < -127.0f ? -127.0f : v;
-            q[i] = (int8_t)(int)v;
-        }
-    } else {
-        size_t i = 0;
-        for (; i + 1 < m; i += 2) {
-            float v0 = (x[i] * inv + M) - M, v1 = (x[i + 1] * inv + M) - M;
-            v0 = v0 > 7.0f ? 7.0f : v0;
-            v0 = v0 < -7.0f ? -7.0f : v0;
-            v1 = v1 > 7.0f ? 7.0f : v1;
-            v1 = v1 < -7.0f ? -7.0f : v1;
-            w[i / 2] = (uint8_t)(((int)v0 & 0xF) | (((int)v1 & 0xF) << 4));
-        }
-        if (i < m) {
-            float v0 = (x[i] * inv + M) - M;
-            v0 = v0 > 7.0f ? 7.0f : v0;
-            v0 = v0 < -7.0f ? -7.0f : v0;
-            w[i / 2] = (uint8_t)((int)v0 & 0xF);
-        }
+        int8_t q[256];
+        for (size_t i = 0; i < m; i++) q[i] = (int8_t)(int)((x[i] * inv + M) - M);
+        memcpy(w, q, m);
+    } else {                                    /* int4: the values, then two to a byte */
+        int8_t q[256];
+        for (size_t i = 0; i < m; i++) q[i] = (int8_t)(int)((x[i] * inv + M) - M);
+        if (m & 1) q[m] = 0;
+        for (size_t i = 0; i < (m + 1) / 2; i++)
+            w[i] = (uint8_t)((q[2 * i] & 0xF) | ((q[2 * i + 1] & 0xF) << 4));
     }
 }
 
 /* decode one block into y (acc: y += value, else y = value) */
-CZ_TGT static void CZ(dec_q_block)(const uint8_t *restrict w, size_t m, float *restrict y, int bits, int acc) {
+CZ_TGT static inline __attribute__((always_inline)) void CZ(dec_q_body)(const uint8_t *restrict w, size_t m, float *restrict y, int bits, int acc) {
     float s;
     memcpy(&s, w, 4);
     w += 4;
     if (bits == 8) {
-        const int8_t *q = (const int8_t *)w;
+        int8_t q[256];
+        memcpy(q, w, m);                        /* (a local copy: the loops below vectorize) */
         if (acc)
             for (size_t i = 0; i < m; i++) y[i] = y[i] + (float)q[i] * s;
         else
             for (size_t i = 0; i < m; i++) y[i] = (float)q[i] * s;
-    } else {
-        for (size_t i = 0; i < m; i++) {
-            int v = (int)(int8_t)(uint8_t)(w[i / 2] << ((i & 1) ? 0 : 4)) >> 4;
-            float d = (float)v * s;
-            y[i] = acc ? y[i] + d : d;
+    } else {                                    /* int4: two values from each byte, then as int8 */
+        int8_t q[256];
+        for (size_t i = 0; i < (m + 1) / 2; i++) {
+            q[2 * i] = (int8_t)(uint8_t)(w[i] << 4) >> 4;
+            q[2 * i + 1] = (int8_t)w[i] >> 4;
         }
+        if (acc)
+            for (size_t i = 0; i < m; i++) y[i] = y[i] + (float)q[i] * s;
+        else
+            for (size_t i = 0; i < m; i++) y[i] = (float)q[i] * s;
     }
+}
+
+/* full blocks with constants the compiler unrolls and vectorizes whole; the last block generic */
+CZ_TGT static void CZ(enc_q_block)(const float *restrict x, size_t m, uint8_t *restrict w, int bits) {
+    if (m == 256 && bits == 8) CZ(enc_q_body)(x, 256, w, 8);
+    else if (m == 256) CZ(enc_q_body)(x, 256, w, 4);
+    else CZ(enc_q_body)(x, m, w, bits);
+}
+CZ_TGT static void CZ(dec_q_block)(const uint8_t *restrict w, size_t m, float *restrict y, int bits, int acc) {
+    if (m == 256 && bits == 8 && acc) CZ(dec_q_body)(w, 256, y, 8, 1);
+    else if (m == 256 && bits == 8) CZ(dec_q_body)(w, 256, y, 8, 0);
+    else if (m == 256 && acc) CZ(dec_q_body)(w, 256, y, 4, 1);
+    else if (m == 256) CZ(dec_q_body)(w, 256, y, 4, 0);
+    else CZ(dec_q_body)(w, m, y, bits, acc);
 }
 
 CZ_TGT static void CZ(enc_bf16)(const float *restrict x, size_t n, uint16_t *restrict w) {

@@ -6,17 +6,21 @@ def _cz_isa():
     return lp_cz_isa().decode()
 
 
-def _cz_encode(compression, x):
-    """The encoded bytes (numpy uint8) of a C-contiguous float array ``x`` (float16, bfloat16,
-    float32, float64) in ``compression``'s wire format."""
+def _cz_encode(compression, x, out=None):
+    """The encoded bytes (numpy uint8; into ``out`` where given) of a C-contiguous float array
+    ``x`` (float16, bfloat16, float32, float64) in ``compression``'s wire format."""
     cdef int comp = COMPRESSIONS.index(compression) + 1
     cdef cnp.ndarray a = np.ascontiguousarray(x)
     cdef Buf b
     _get_buf(a, "x", &b)
     cdef size_t n = b.count
-    cdef cnp.ndarray out = np.empty(lp_cz_bytes(comp, n), np.uint8)
+    if out is None:
+        out = np.empty(lp_cz_bytes(comp, n), np.uint8)
+    elif (<cnp.ndarray>out).nbytes != lp_cz_bytes(comp, n) or not (<cnp.ndarray>out).flags.c_contiguous:
+        _release(&b)
+        raise ValueError(f"out must be {lp_cz_bytes(comp, n)} contiguous bytes")
     with nogil:
-        lp_cz_encode(comp, b.dtype, b.ptr, n, cnp.PyArray_DATA(out))
+        lp_cz_encode(comp, b.dtype, b.ptr, n, cnp.PyArray_DATA(<cnp.ndarray>out))
     _release(&b)
     return out
 
