@@ -155,15 +155,16 @@ def autotune_report(comm: MPI.Comm | None = None) -> dict:
 
 
 def explain(collective: str, nbytes: int, comm: MPI.Comm | None = None, memory: str = "host",
-            acc_dtype: str | None = None) -> Explanation:
+            acc_dtype: str | None = None, compression: str | None = None, itemsize: int = 4) -> Explanation:
     """What algorithm="auto" picks for this call and why (override, table row or model, with
-    every algorithm's predicted time); print it.  See :func:`lpmpi._explain.explain`.
+    every algorithm's predicted time); with ``compression``, the compressed call's schedule and
+    its bytes on the wire and across nodes; print it.  See :func:`lpmpi._explain.explain`.
 
     >>> print(lpmpi.explain("allreduce", 1 << 20))   # doctest: +SKIP
     """
     from lpmpi._explain import explain as _explain  # imported on first use: keeps import fast
 
-    return _explain(collective, nbytes, comm, memory, acc_dtype)
+    return _explain(collective, nbytes, comm, memory, acc_dtype, compression, itemsize)
 
 
 from lpmpi import autotune as _autotune

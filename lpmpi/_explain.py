@@ -52,6 +52,8 @@ class Explanation:
     #: acc_dtype="float32": the call accumulates 16-bit data in float32 (decided for its
     #: float32 copy: twice nbytes), else None
     acc_dtype: str | None = None
+    #: compression=: the wire format, what it moves and where (docs/compression.md), else ""
+    compression: str = ""
 
     def __str__(self) -> str:
         chunk = f", chunk {self.chunk_bytes} B" if self.chunk_bytes else ""
@@ -60,6 +62,8 @@ class Explanation:
         lines = [f"{self.collective} of {self.nbytes} B on {self.nprocs} rank(s){where}, {self.memory} memory{acc}:",
                  f"  auto -> {self.algorithm}{chunk}",
                  f"  because: {_SOURCES.get(self.source, self.source)}"]
+        if self.compression:
+            lines.append(f"  compression: {self.compression}")
         if self.acc_dtype:
             lines.append(f"  acc_dtype: the 16-bit data are summed in {self.acc_dtype}: decided (and run) on its "
                          f"{self.acc_dtype} copy, {2 * self.nbytes} B, by the acc_dtype tables' rows where they apply")
@@ -116,19 +120,56 @@ def _table_context(collective: str, nbytes: int, nprocs: int, memory: str, acc: 
     return None, None, f"loaded tables are for {have}, not P={nprocs} ({kind})"
 
 
+def _compressed(collective: str, nbytes: int, comm: Any, memory: str, compression: str, nprocs: int,
+                itemsize: int) -> Explanation:
+    """explain() of a compressed call: its one schedule and what crosses the wire."""
+    _core._check_compression(collective, memory, compression)
+    n = max(nbytes // itemsize, 0)
+    wire = _core._cz_bytes(compression, n)
+    node = _core.comm_nodes(comm, prepare=False)
+    nodes = len(set(node)) if node else 1
+    P = nprocs
+    # per rank: allreduce sends each other rank one encoded segment twice (about wire / P each);
+    # reduce_scatter once; allgather its whole encoded block to each other rank
+    phases = {"allreduce": 2, "reduce_scatter": 1, "allgather": 1}[collective]
+    per_peer = wire if collective == "allgather" else wire / max(P, 1)
+    text = (f"{compression} on the wire: {n} elements of {itemsize} B ({nbytes} B) encode to {wire} B "
+            f"({wire / max(nbytes, 1):.3f} of the data); a direct reduce-scatter of the encoded segments, sums in "
+            "float32 (float64 for float64 data) in rank order, "
+            + ("the owners' results encoded once and gathered unchanged; " if collective == "allreduce" else "")
+            + f"each rank sends {phases * (P - 1) * per_peer:.0f} B")
+    if node and nodes > 1:
+        per = node.count(node[0])
+        text += f"; across {nodes} nodes each NIC sends about {per * phases * (P - per) * per_peer:.0f} B"
+    elif node:
+        text += "; one node: nothing crosses a network"
+    return Explanation(collective, nbytes, nprocs, memory, "direct", None, "requested", {}, None, None,
+                       "compressed calls run their own schedule (no table row)", model.current(), [],
+                       "unchecked", "the same schedule for blocking, nonblocking and persistent calls",
+                       nodes=nodes, compression=text)
+
+
 def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host",
-            acc_dtype: str | None = None) -> Explanation:
+            acc_dtype: str | None = None, compression: str | None = None,
+            itemsize: int = 4) -> Explanation:
     """What algorithm="auto" picks for ``collective`` of ``nbytes`` bytes on ``comm`` and why:
     the environment override, the tuning-table row, or the cost model, with the model's
     predicted time of every algorithm.  ``acc_dtype="float32"``: a call that sums nbytes of
     16-bit data in float32 (allreduce, reduce, reduce_scatter; host memory), decided for its
-    float32 copy.  Local: no communication.
+    float32 copy.  ``compression`` ("bf16", "int8", "int4"; allreduce, reduce_scatter,
+    allgather): the compressed call's schedule, its bytes on the wire (of ``itemsize``-byte
+    elements, float32 by default) and across nodes.  Local: no communication.
 
     >>> import lpmpi
     >>> print(lpmpi.explain("allreduce", 1 << 20))   # doctest: +SKIP
     """
     from mpi4py import MPI
 
+    if compression is not None:
+        if acc_dtype is not None:
+            raise TypeError("compression and acc_dtype do not go together")
+        nprocs = (MPI.COMM_WORLD if comm is None else comm).Get_size()
+        return _compressed(collective, nbytes, comm, memory, compression, nprocs, itemsize)
     if acc_dtype not in (None, "float32"):
         raise ValueError(f"acc_dtype must be None or 'float32', got {acc_dtype!r}")
     acc = acc_dtype is not None

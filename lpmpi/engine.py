@@ -71,8 +71,9 @@ class Collective:
     def params(self) -> tuple[list[str], list[str]]:
         """(positional-or-keyword, keyword-only) parameter names of lpmpi's C, iC and C_init,
         from the row: the buffers (with their per-rank counts), op, root, comm; then the
-        displacements, algorithm, chunk_bytes, acc_dtype (reductions), and the counts of the
-        collectives it calls (reduce_scatter's counts=)."""
+        displacements, algorithm, chunk_bytes, acc_dtype (reductions), the counts of the
+        collectives it calls (reduce_scatter's counts=), and compression (where it has a
+        compressed row)."""
         both = self.send_counts and self.recv_counts
         if not self.has_recvbuf:
             pos = ["buf"]
@@ -84,6 +85,7 @@ class Collective:
         kw = (["sdispls", "rdispls"] if both else ["displs"] if self.recv_counts else [])
         kw += ["algorithm", "chunk_bytes"] + (["acc_dtype"] if self.takes_acc_dtype else [])
         kw += [k for c in _COLLS.values() if c.via == self.name for k in c.counts_params()]
+        kw += ["compression"] if self.takes_compression else []
         return pos, kw
 
     def counts_params(self) -> list[str]:
@@ -94,6 +96,12 @@ class Collective:
     def has_recvbuf(self) -> bool:
         """False for a collective whose one buffer is both input and output (bcast)."""
         return not (self.input == "root" and self.result == "nonroot")
+
+    @property
+    def takes_compression(self) -> bool:
+        """True for the collectives with a compressed row (compression=: allreduce,
+        reduce_scatter, allgather; docs/compression.md)."""
+        return self.name in _core._cz_collectives()
 
     @property
     def takes_acc_dtype(self) -> bool:

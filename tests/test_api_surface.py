@@ -77,7 +77,9 @@ def test_the_rows_params_rule_by_hand():
     assert expected_params("reduce") == (["sendbuf", "recvbuf", "op", "root", "comm"],
                                          ["algorithm", "chunk_bytes", "acc_dtype"])
     assert expected_params("bcast") == (["buf", "root", "comm"], ["algorithm", "chunk_bytes"])
-    assert expected_params("reduce_scatter")[1] == ["algorithm", "chunk_bytes", "acc_dtype", "counts"]
+    assert expected_params("reduce_scatter")[1] == ["algorithm", "chunk_bytes", "acc_dtype", "counts", "compression"]
+    assert expected_params("allreduce")[1] == ["algorithm", "chunk_bytes", "acc_dtype", "compression"]
+    assert expected_params("allgather")[1] == ["algorithm", "chunk_bytes", "compression"]
     assert expected_params("alltoallv") == (["sendbuf", "sendcounts", "recvbuf", "recvcounts", "comm"],
                                             ["sdispls", "rdispls", "algorithm", "chunk_bytes"])
     assert expected_params("allgatherv") == (["sendbuf", "recvbuf", "counts", "comm"],

@@ -47,3 +47,15 @@ def _cz_decode(compression, wire, out):
 def _test_cz_reencode(on):
     """Tests: the compressed reduce re-encodes its partial sums (the design the tests reject)."""
     lp_set_test_cz_reencode(1 if on else 0)
+
+
+def _cz_bytes(compression, size_t n):
+    """Encoded bytes of n elements in ``compression``'s wire format."""
+    return lp_cz_bytes(COMPRESSIONS.index(compression) + 1, n)
+
+
+def _cz_collectives():
+    """The collectives whose functions take compression= (a compressed row; reduce_scatter's
+    counts form is reduce_scatter's)."""
+    return tuple(COLLECTIVES[c] for c in range(LP_NCOLLS)
+                 if lp_cz_algo(c) >= 0 and _ROWS[c]["via"] is None)

@@ -95,11 +95,24 @@ def explain_choice(collective, nbytes, comm=None, memory="host"):
     alg, chunk, _, source, _ = choice(collective, nbytes, comm, memory)
     return alg, chunk, source
 
-def select(collective, nbytes, comm=None, memory="host"):
+def select(collective, nbytes, comm=None, memory="host", compression=None):
     """``(algorithm, chunk_bytes)`` that algorithm="auto" uses for this call (chunk None if
-    unchunked); the collectives' own decision (see :func:`lpmpi.explain`)."""
+    unchunked); the collectives' own decision (see :func:`lpmpi.explain`).  ``compression``:
+    the compressed call's ("direct", None: its one schedule, docs/compression.md)."""
+    if compression is not None:
+        _check_compression(collective, memory, compression)
+        return "direct", None
     alg, chunk, _, _, _ = choice(collective, nbytes, comm, memory)
     return alg, chunk
+
+def _check_compression(collective, memory, compression):
+    """compression= of explain / select: a known format, a collective that takes it, host memory."""
+    if not isinstance(compression, str) or compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
+    if collective not in ("allreduce", "reduce_scatter", "allgather"):
+        raise ValueError(f"compression applies to allreduce, reduce_scatter and allgather, not {collective!r}")
+    if memory != "host":
+        raise TypeError("compression takes host memory (device arrays: not until the device path has codecs)")
 
 def set_override(collective, algorithm, chunk_bytes):
     """Environment override for one collective (algorithm None = none, chunk None = none)."""
