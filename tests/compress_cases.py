@@ -218,7 +218,6 @@ def reduce_scatter_case(comp, dt, n, kind, counts, seed):
     zero = [a[s:e] for a in xs]
     check(f"reduce_scatter {comp} {np.dtype(dt).name} n={n} {kind} counts={counts}", comp, y, ref[s:e], b[s:e], zero,
           t[s:e])
-    return None
 
 
 def allgather_case(comp, dt, n, kind, seed):
@@ -238,7 +237,6 @@ def main() -> int:
     if "--mutate" in sys.argv:
         _core._test_cz_reencode(True)
         detected = 0
-        rng = np.random.default_rng(7 + ME)
         for comp in ("int4", "int8", "bf16"):
             n = 4096
             xs = []
@@ -272,12 +270,12 @@ def main() -> int:
                     for form in forms:
                         op = "avg" if form == "inplace" else "sum"
                         case(f"allreduce {comp} {np.dtype(dt).name} {n} {kind} {form}",
-                             lambda: allreduce_case(comp, dt, n, kind, form, op, k))
+                             lambda c=comp, d=dt, m=n, kd=kind, f=form, o=op, sd=k: allreduce_case(c, d, m, kd, f, o, sd))
                     for counts in (False, True):
                         case(f"reduce_scatter {comp} {np.dtype(dt).name} {n} {kind} counts={counts}",
-                             lambda: reduce_scatter_case(comp, dt, n, kind, counts, k))
+                             lambda c=comp, d=dt, m=n, kd=kind, ct=counts, sd=k: reduce_scatter_case(c, d, m, kd, ct, sd))
                     case(f"allgather {comp} {np.dtype(dt).name} {n} {kind}",
-                         lambda: allgather_case(comp, dt, n, kind, k))
+                         lambda c=comp, d=dt, m=n, kd=kind, sd=k: allgather_case(c, d, m, kd, sd))
     worst = {c: W.allreduce(v, op=MPI.MAX) for c, v in sorted(WORST.items())}
     nf = W.allreduce(len(FAILS))
     if ME == 0:

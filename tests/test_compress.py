@@ -3,7 +3,6 @@ the formats, the same bits from every instruction set, the bounds of two roundin
 float64 reference at P = 1..5 (tests/compress_cases.py), the error not growing with P, a
 mutation (partial sums re-encoded, as a ring would) caught, and the errors of bad arguments on
 every rank before any communication."""
-import os
 import re
 import subprocess
 import sys
@@ -112,7 +111,7 @@ def test_every_instruction_set_gives_the_same_bits(tmp_path):
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                            env=child_env({"LPMPI_CODEC_ISA": isa, "PYTHONHASHSEED": "0"}), cwd=str(TESTS), check=False)
         assert p.returncode == 0, p.stderr
-        got = eval(p.stdout)                                              # noqa: S307 - our own repr
+        got = eval(p.stdout)                                              # our own repr
         seen[got[0]] = got[1:]
     assert "scalar" in seen, seen.keys()
     first = next(iter(seen.values()))
@@ -151,14 +150,14 @@ def test_a_ring_that_re_encodes_partial_sums_is_caught(nprocs):
 
 # ---------------------------------------------------------------- bad arguments, locally
 @pytest.mark.parametrize("bad,exc,words", [
-    (dict(compression="int16"), ValueError, "compression must be None or one of"),
-    (dict(compression="bf16", x=np.ones(4, np.float16)), TypeError, "narrower"),
-    (dict(compression="int8", x=np.ones(4, np.int32)), TypeError, "floating data"),
-    (dict(compression="int8", x=np.ones(4, np.complex64)), TypeError, "floating data"),
-    (dict(compression="int8", op="max"), TypeError, "sum and avg"),
-    (dict(compression="int8", algorithm="ring"), ValueError, "algorithm 'auto' or 'direct'"),
-    (dict(compression=None, algorithm="direct"), ValueError, "compressed calls only"),
-    (dict(compression="int8", acc_dtype="float32", x=np.ones(4, np.float16)), TypeError, "acc_dtype"),
+    ({"compression": "int16"}, ValueError, "compression must be None or one of"),
+    ({"compression": "bf16", "x": np.ones(4, np.float16)}, TypeError, "narrower"),
+    ({"compression": "int8", "x": np.ones(4, np.int32)}, TypeError, "floating data"),
+    ({"compression": "int8", "x": np.ones(4, np.complex64)}, TypeError, "floating data"),
+    ({"compression": "int8", "op": "max"}, TypeError, "sum and avg"),
+    ({"compression": "int8", "algorithm": "ring"}, ValueError, "algorithm 'auto' or 'direct'"),
+    ({"compression": None, "algorithm": "direct"}, ValueError, "compressed calls only"),
+    ({"compression": "int8", "acc_dtype": "float32", "x": np.ones(4, np.float16)}, TypeError, "acc_dtype"),
 ])
 def test_bad_arguments_raise_before_anything(bad, exc, words):
     x = bad.pop("x", np.arange(8, dtype=np.float32))
