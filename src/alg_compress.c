@@ -22,6 +22,17 @@
  *   rank 0: [x0 x1 x2] --enc--> e(x0_0) e(x0_1) e(x0_2) ---+   seg 0: x0_0 + d(e(x1_0)) + d(e(x2_0))
  *   rank 1: [x0 x1 x2] --enc--> ...                        +-> (each owner)  --enc--> gathered --dec
  *
+ * Several nodes of L > 1 ranks each (allreduce; the same L on every node): exact within the
+ * node, encoded only across it, still two roundings (hier_*, below):
+ *   node reduce-scatter  each rank sends shard m of its input (L near-equal runs of whole
+ *              blocks) to its node's rank m, raw; rank l sums shard l in float32 (rank order);
+ *   across     the ranks with the same l on the N nodes run the direct compressed allreduce
+ *              above on their node sums' shard l (rounded once as it leaves, once as the
+ *              owner's result), each decoding shard l's result into its output;
+ *   node allgather  the shards' results, raw, to the node's other ranks: every rank the same
+ *              bits.  Each NIC then carries 2 (N - 1) / N of the encoded message, as a ring of
+ *              N ranks would the raw one.
+ *
  * Cost: 2 (P - 1) messages and 2 (P - 1) / P of the encoded bytes per rank (as a ring's bytes,
  * at 1/2, ~1/4, ~1/8 of float32's size for bf16, int8, int4), plus the codecs' passes over the
  * data (registry.c: cost_cz).  Chunking: none (the segments go whole, in groups of XCH peers:
@@ -85,6 +96,185 @@ static layout_t layout(const lp_args_t *a) {
     return L;
 }
 
+/* a local step of this schedule (an XPORT lane: the engine runs it, names no codec) */
+static lp_lane_t *local(lp_req_t *r, const lp_args_t *a, int sub, size_t steps) {
+    lp_lane_t *l = lp_lane_xport(r, a, &xport, sub, NULL, steps, 1);
+    return l;
+}
+
+/* ---- several nodes of L ranks each: exact in the node, encoded across (allreduce) ---- */
+typedef struct { int L, N, l, k; size_t Sh; } hier_t;   /* ranks a node, nodes, my place, shard */
+
+/* the hierarchy of a (1), or 0: a one-node or uneven layout runs flat */
+static int hier(const lp_args_t *a, hier_t *h) {
+    if (a->coll != LP_ALLREDUCE || !a->order || !a->node || a->size < 4) return 0;
+    int L = 0;
+    for (int r = 0; r < a->size; r++) L += a->node[r] == a->node[0];
+    if (L < 2 || a->size % L) return 0;
+    for (int r = 0; r < a->size; r++) {              /* every node has L ranks */
+        int c = 0;
+        for (int q = 0; q < a->size; q++) c += a->node[q] == a->node[r];
+        if (c != L) return 0;
+    }
+    h->L = L;
+    h->N = a->size / L;
+    h->l = a->pos[a->rank] % L;
+    h->k = a->pos[a->rank] / L;
+    size_t Sh = (a->count + (size_t)L - 1) / (size_t)L;
+    h->Sh = (Sh + 255) / 256 * 256;
+    return 1;
+}
+static int node_peer(const lp_args_t *a, const hier_t *h, int m) { return a->order[h->k * h->L + m]; }
+static int cross_peer(const lp_args_t *a, const hier_t *h, int j) { return a->order[j * h->L + h->l]; }
+/* shard m of the message; cross segment j of shard l (offsets in elements, from the message) */
+static void shard(const lp_args_t *a, const hier_t *h, int m, size_t *off, size_t *len) {
+    size_t o = h->Sh * (size_t)m;
+    *off = o < a->count ? o : a->count;
+    *len = o < a->count ? (a->count - o < h->Sh ? a->count - o : h->Sh) : 0;
+}
+static void xseg(const lp_args_t *a, const hier_t *h, int j, size_t *off, size_t *len) {
+    size_t so, sl;
+    shard(a, h, h->l, &so, &sl);
+    size_t S = (sl + (size_t)h->N - 1) / (size_t)h->N;
+    S = (S + 255) / 256 * 256;
+    size_t o = S * (size_t)j;
+    *off = so + (o < sl ? o : sl);
+    *len = o < sl ? (sl - o < S ? sl - o : S) : 0;
+}
+static size_t xbytes(const lp_args_t *a, const hier_t *h, int j) {
+    size_t o, n;
+    xseg(a, h, j, &o, &n);
+    return lp_cz_bytes(a->comp, n);
+}
+static size_t xoff(const lp_args_t *a, const hier_t *h, int j) {
+    size_t o = 0;
+    for (int i = 0; i < j; i++) o += up(xbytes(a, h, i));
+    return o;
+}
+/* work: [raw: L slots of a shard][node sum: a shard][encoded node sum: N segments][received:
+ * N slots of my segment's][cross sum: my segment][gathered encoded results: N segments] */
+typedef struct { size_t slot, raw, acc, in, recv, xslot, xacc, all, total; } hlayout_t;
+static hlayout_t hlayout(const lp_args_t *a, const hier_t *h) {
+    hlayout_t L = {0};
+    size_t o, n, enc = xoff(a, h, h->N);
+    xseg(a, h, h->k, &o, &n);
+    L.slot = up(h->Sh * a->esize);
+    L.raw = 0;
+    L.acc = L.raw + (size_t)h->L * L.slot;
+    L.in = L.acc + up(h->Sh * accsz(a));
+    L.xslot = up(lp_cz_bytes(a->comp, n));
+    L.recv = L.in + enc;
+    L.xacc = L.recv + (size_t)h->N * L.xslot;
+    L.all = L.xacc + up(n * accsz(a));
+    L.total = L.all + enc;
+    return L;
+}
+enum { H_NODE_SUM = 16, H_ENC_X, H_X_SUM, H_ENC_RES, H_DEC_X };
+
+static int hgroups(int n) { return (n - 1 + XCH - 1) / XCH; }
+
+/* phases: node exchange (GL), node sum, encode, cross exchange (GN), cross sum, encode result,
+ * cross gather (GN), decode, node gather (GL) */
+static int hphases(const hier_t *h) { return 2 * hgroups(h->L) + 2 * hgroups(h->N) + 5; }
+
+static int hphase(lp_req_t *r, const lp_args_t *a, const hier_t *h, int i) {
+    char *w = lp_req_area(r, LP_AREA_WORK);
+    const hlayout_t L = hlayout(a, h);
+    const int GL = hgroups(h->L), GN = hgroups(h->N), es = (int)a->esize;
+    if (i < GL) {                                   /* node reduce-scatter of the raw shards */
+        for (int j = XCH * i + 1; j <= XCH * i + XCH && j < h->L; j++) {
+            int to = (h->l + j) % h->L, from = (h->l - j + h->L) % h->L;
+            size_t o, n, mo, mn;
+            shard(a, h, to, &o, &n);
+            shard(a, h, h->l, &mo, &mn);
+            if (n) lp_lane_send(r, a, a->sbuf + o * (size_t)es, n * (size_t)es, n * (size_t)es,
+                                node_peer(a, h, to), a->tag0 + LP_TAG_UP);
+            if (mn) lp_lane_recv(r, a, w + L.raw + (size_t)from * L.slot, mn * (size_t)es, mn * (size_t)es,
+                                 node_peer(a, h, from), a->tag0 + LP_TAG_UP);
+        }
+        return LP_OK;
+    }
+    i -= GL;
+    if (i == 0) { local(r, a, H_NODE_SUM, 1); return LP_OK; }
+    if (i == 1) { local(r, a, H_ENC_X, (size_t)h->N); return LP_OK; }
+    i -= 2;
+    if (i < GN) {                                   /* across: encoded segments to their owners */
+        for (int j = XCH * i + 1; j <= XCH * i + XCH && j < h->N; j++) {
+            int to = (h->k + j) % h->N, from = (h->k - j + h->N) % h->N;
+            size_t tb = xbytes(a, h, to), mb = xbytes(a, h, h->k);
+            if (tb) lp_lane_send(r, a, w + L.in + xoff(a, h, to), tb, tb, cross_peer(a, h, to), a->tag0 + LP_TAG_DOWN);
+            if (mb) lp_lane_recv(r, a, w + L.recv + (size_t)from * L.xslot, mb, mb, cross_peer(a, h, from),
+                                 a->tag0 + LP_TAG_DOWN);
+        }
+        return LP_OK;
+    }
+    i -= GN;
+    if (i == 0) { local(r, a, H_X_SUM, 1); return LP_OK; }
+    if (i == 1) { local(r, a, H_ENC_RES, 1); return LP_OK; }
+    i -= 2;
+    if (i < GN) {                                   /* across: the owners' encoded results */
+        for (int j = XCH * i + 1; j <= XCH * i + XCH && j < h->N; j++) {
+            int to = (h->k + j) % h->N, from = (h->k - j + h->N) % h->N;
+            size_t mb = xbytes(a, h, h->k), fb = xbytes(a, h, from);
+            if (mb) lp_lane_send(r, a, w + L.all + xoff(a, h, h->k), mb, mb, cross_peer(a, h, to), a->tag0 + LP_TAG_UP2);
+            if (fb) lp_lane_recv(r, a, w + L.all + xoff(a, h, from), fb, fb, cross_peer(a, h, from), a->tag0 + LP_TAG_UP2);
+        }
+        return LP_OK;
+    }
+    i -= GN;
+    if (i == 0) { local(r, a, H_DEC_X, (size_t)h->N); return LP_OK; }
+    i -= 1;
+    for (int j = XCH * i + 1; j <= XCH * i + XCH && j < h->L; j++) {   /* node allgather, raw */
+        int to = (h->l + j) % h->L, from = (h->l - j + h->L) % h->L;
+        size_t mo, mn, fo, fn;
+        shard(a, h, h->l, &mo, &mn);
+        shard(a, h, from, &fo, &fn);
+        if (mn) lp_lane_send(r, a, a->rbuf + mo * (size_t)es, mn * (size_t)es, mn * (size_t)es, node_peer(a, h, to),
+                             a->tag0 + LP_TAG_DOWN2);
+        if (fn) lp_lane_recv(r, a, a->rbuf + fo * (size_t)es, fn * (size_t)es, fn * (size_t)es, node_peer(a, h, from),
+                             a->tag0 + LP_TAG_DOWN2);
+    }
+    return LP_OK;
+}
+
+static int hstep(const lp_lane_t *l, size_t k, const hier_t *h) {
+    const lp_args_t *a = l->a;
+    char *w = lp_req_area(l->owner, LP_AREA_WORK);
+    const hlayout_t L = hlayout(a, h);
+    const size_t es = a->esize, as = accsz(a);
+    const lp_dtype_t at = acc64(a) ? LP_FLOAT64 : LP_FLOAT32;
+    size_t so, sn, o, n;
+    shard(a, h, h->l, &so, &sn);
+    switch (l->sub) {
+    case H_NODE_SUM:                                /* shard l: the node's inputs in rank order */
+        for (int m = 0; m < h->L && sn; m++) {
+            const char *src = m == h->l ? a->sbuf + so * es : w + L.raw + (size_t)m * L.slot;
+            lp_cz_widen(a->dt, src, sn, w + L.acc, m > 0);
+        }
+        return LP_OK;
+    case H_ENC_X:                                   /* cross segment k of the node sum */
+        if ((int)k == h->k) return LP_OK;
+        xseg(a, h, (int)k, &o, &n);
+        if (n) lp_cz_encode(a->comp, at, w + L.acc + (o - so) * as, n, w + L.in + xoff(a, h, (int)k));
+        return LP_OK;
+    case H_X_SUM:                                   /* my cross segment: the nodes' sums in order */
+        xseg(a, h, h->k, &o, &n);
+        for (int j = 0; j < h->N && n; j++) {
+            if (j == h->k) lp_cz_widen(at, w + L.acc + (o - so) * as, n, w + L.xacc, j > 0);
+            else lp_cz_decode_acc(a->comp, acc64(a), w + L.recv + (size_t)j * L.xslot, n, w + L.xacc, j > 0);
+        }
+        if (n && a->op == LP_AVG) lp_scale(w + L.xacc, n, at, (double)a->size);
+        return LP_OK;
+    case H_ENC_RES:
+        xseg(a, h, h->k, &o, &n);
+        if (n) lp_cz_encode(a->comp, at, w + L.xacc, n, w + L.all + xoff(a, h, h->k));
+        return LP_OK;
+    default:                                        /* H_DEC_X: segment k of shard l's result */
+        xseg(a, h, (int)k, &o, &n);
+        return n ? lp_cz_decode(a->comp, a->dt, w + L.all + xoff(a, h, (int)k), n, a->rbuf + o * es) : LP_OK;
+    }
+}
+
 static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
     (void)r;
     const int G = groups(a->size);
@@ -92,17 +282,17 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
         if (ebytes(a, j) > (size_t)INT_MAX)
             return LP_FAIL(LP_ERR_ARG, "compression: a segment of %zu encoded bytes (at most 2^31 - 1: use "
                            "more ranks or split the call)", ebytes(a, j));
+    hier_t h;
+    if (hier(a, &h)) {
+        p->nphases = hphases(&h);
+        p->work = hlayout(a, &h).total;
+        return LP_OK;
+    }
     if (a->coll == LP_ALLGATHER) p->nphases = 1 + G + 1;                 /* enc, exchange, dec */
     else if (a->coll == LP_ALLREDUCE) p->nphases = 1 + G + 1 + 1 + G + 1;
     else p->nphases = 1 + G + 1 + 1;                                     /* enc, exchange, reduce, out */
     p->work = layout(a).total;
     return LP_OK;
-}
-
-/* a local step of this schedule (an XPORT lane: the engine runs it, names no codec) */
-static lp_lane_t *local(lp_req_t *r, const lp_args_t *a, int sub, size_t steps) {
-    lp_lane_t *l = lp_lane_xport(r, a, &xport, sub, NULL, steps, 1);
-    return l;
 }
 
 /* the exchange of group g: send segment `to`'s bytes at src(to), receive from `from` at dst */
@@ -125,6 +315,8 @@ static void exchange(lp_req_t *r, const lp_args_t *a, int g, int tag, int gather
 }
 
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
+    hier_t h;
+    if (hier(a, &h)) return hphase(r, a, &h, i);
     const int G = groups(a->size);
     const int t1 = a->tag0 + LP_TAG_UP, t2 = a->tag0 + LP_TAG_DOWN;
     if (a->coll == LP_ALLGATHER) {
@@ -165,6 +357,8 @@ static int step(const lp_lane_t *l, size_t k, char *out, size_t len) {
     (void)out;
     (void)len;
     const lp_args_t *a = l->a;
+    hier_t h;
+    if (l->sub >= H_NODE_SUM && hier(a, &h)) return hstep(l, k, &h);
     lp_req_t *r = l->owner;
     char *w = lp_req_area(r, LP_AREA_WORK);
     const layout_t L = layout(a);
