@@ -64,6 +64,12 @@ def main() -> int:
                    help="parameters and gradients (default float32)")
     p.add_argument("--acc-dtype", choices=["float32"], default=None,
                    help="--hook lpmpi: sum 16-bit gradients in float32, round once")
+    p.add_argument("--compression", choices=["bf16", "int8", "int4"], default=None,
+                   help="lpmpi.torch.compress_hook: gradients compressed on the wire (any --hook's group)")
+    p.add_argument("--error-feedback", action="store_true",
+                   help="--compression: keep each bucket's encoding loss for its next step")
+    p.add_argument("--fp16-hook", action="store_true",
+                   help="--hook gloo: torch's fp16_compress_hook (the comparison of docs/compression.md)")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch", type=int, default=64, help="global batch (default 64)")
     p.add_argument("--lr", type=float, default=0.2)
@@ -85,7 +91,13 @@ def main() -> int:
 
     torch.manual_seed(args.seed)                # the same initial model everywhere
     model = DDP(net(args.width).to(dtype))
-    if args.hook == "lpmpi":
+    if args.compression:
+        model.register_comm_hook(lpmpi.torch.CompressState(args.compression, args.error_feedback, comm),
+                                 lpmpi.torch.compress_hook)
+    elif args.fp16_hook:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.hook == "lpmpi":
         chunk = int(args.chunk_bytes) if args.chunk_bytes else None
         model.register_comm_hook(lpmpi.torch.HookState(comm, algorithm=args.algorithm,
                                                        chunk_bytes=chunk, acc_dtype=args.acc_dtype),
@@ -97,9 +109,11 @@ def main() -> int:
     if rank == 0:
         print(f"DDP P={size} hook={args.hook}"
               + (f" algorithm={args.algorithm}" if args.hook == "lpmpi" else "")
+              + (f" compression={args.compression}{'+ef' if args.error_feedback else ''}" if args.compression else "")
+              + (" fp16_compress_hook" if args.fp16_hook else "")
               + f" {args.dtype} params={nparams}"
               + f" ({nparams * X.element_size() / 2**20:.1f} MiB of gradients)", flush=True)
-    times = []
+    times, losses = [], []
     for step in range(1, args.steps + 1):
         idx = torch.randint(0, len(Xtr), (args.batch,), generator=gen)
         lo, hi = rank * args.batch // size, (rank + 1) * args.batch // size
@@ -113,8 +127,9 @@ def main() -> int:
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        losses.append(comm.allreduce(float(loss.detach()) / size))
         if step % args.log == 0 or step == args.steps:
-            gl = comm.allreduce(float(loss.detach()) / size)
+            gl = losses[-1]
             with torch.no_grad():
                 acc = (model.module(Xte).argmax(1) == Yte).float().mean().item()
             if rank == 0:
@@ -130,7 +145,7 @@ def main() -> int:
         print("parameters identical on every rank" if same else
               f"PARAMETERS DIFFER ACROSS RANKS: {digests}", flush=True)
         if args.save:
-            np.savez(args.save, params=flat, step_time_s=med)
+            np.savez(args.save, params=flat, step_time_s=med, losses=np.array(losses))
     dist.destroy_process_group()
     return 0 if same else 1
 

@@ -40,8 +40,8 @@ from mpi4py import MPI
 import lpmpi
 from lpmpi._torch_pg import BACKEND, Options, ProcessGroupLpmpi, _completer, fill_env_from_mpi, register
 
-__all__ = ["BACKEND", "HookState", "Options", "ProcessGroupLpmpi", "allreduce_hook", "fill_env_from_mpi",
-           "init_process_group"]
+__all__ = ["BACKEND", "CompressState", "HookState", "Options", "ProcessGroupLpmpi", "allreduce_hook",
+           "compress_hook", "fill_env_from_mpi", "init_process_group"]
 
 register()   # backend "lpmpi" for torch.distributed
 
@@ -112,6 +112,60 @@ def allreduce_hook(state: Union[HookState, MPI.Comm, None],
     acc = st.acc_dtype if grad.dtype in (torch.float16, torch.bfloat16) else None
     req = lpmpi.iallreduce(lpmpi.IN_PLACE, grad, op="avg", comm=st.comm,
                            algorithm=st.algorithm, chunk_bytes=st.chunk_bytes, acc_dtype=acc)
+    fut: torch.futures.Future = torch.futures.Future()
+    _completer.submit(req.wait, fut, grad)
+    return fut
+
+
+class CompressState(HookState):
+    """What ``compress_hook`` needs: ``compression`` ("bf16", "int8", "int4": the format of
+    ``lpmpi.allreduce(..., compression=)``, docs/compression.md), ``error_feedback`` (each
+    bucket's loss to its own encoding is kept and added to that bucket the next step, as EF-SGD
+    and 1-bit Adam do, so that nothing is lost for good), the communicator (None: COMM_WORLD),
+    and ``min_elements``: buckets smaller than this (or not floating) go uncompressed (their
+    bytes are few, their parameters often biases and norms).  Works with DDP on any process
+    group (gloo, "lpmpi"): the gradients go through lpmpi on ``comm``."""
+
+    def __init__(self, compression: str = "int8", error_feedback: bool = False,
+                 comm: Optional[MPI.Comm] = None, *, min_elements: int = 16384) -> None:
+        super().__init__(comm)
+        if compression not in lpmpi._core.COMPRESSIONS:
+            raise ValueError(f"compression must be one of {lpmpi._core.COMPRESSIONS}, got {compression!r}")
+        if not isinstance(min_elements, int) or isinstance(min_elements, bool) or min_elements < 0:
+            raise ValueError(f"min_elements must be an int >= 0, got {min_elements!r}")
+        self.compression = compression
+        self.error_feedback = bool(error_feedback)
+        self.min_elements = min_elements
+        self.residuals: dict = {}        # bucket index -> its residual (error feedback)
+
+    def __repr__(self) -> str:
+        return (f"CompressState(compression={self.compression!r}, error_feedback={self.error_feedback}, "
+                f"size={self.comm.Get_size()}, min_elements={self.min_elements})")
+
+
+def compress_hook(state: CompressState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: the bucket averaged over the communicator with
+    ``lpmpi.iallreduce(..., compression=state.compression)`` (in place, nonblocking), every
+    rank the same bits.  With ``error_feedback``, the bucket first gets its residual of the step
+    before, and what its encoding loses now (the format's blocks of 256 from the bucket's start)
+    is kept for the next step.  Small or non-floating buckets, and float16 / bfloat16 buckets
+    with "bf16", go uncompressed.  CPU tensors."""
+    if not isinstance(state, CompressState):
+        raise TypeError(f"compress_hook needs a CompressState, got {type(state).__name__}")
+    grad = bucket.buffer()
+    comp: Optional[str] = state.compression
+    if (not grad.is_floating_point() or grad.numel() < state.min_elements
+            or (comp == "bf16" and grad.element_size() <= 2)):
+        comp = None
+    if comp is not None and state.error_feedback:
+        key = bucket.index()
+        res = state.residuals.get(key)
+        if res is not None and res.shape == grad.shape and res.dtype == grad.dtype:
+            grad.add_(res)
+        g = grad.detach().contiguous().numpy()
+        dec = lpmpi._core._cz_decode(comp, lpmpi._core._cz_encode(comp, g), g.copy())
+        state.residuals[key] = torch.from_numpy(g - dec)
+    req = lpmpi.iallreduce(lpmpi.IN_PLACE, grad, op="avg", comm=state.comm, compression=comp)
     fut: torch.futures.Future = torch.futures.Future()
     _completer.submit(req.wait, fut, grad)
     return fut

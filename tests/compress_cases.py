@@ -195,9 +195,11 @@ def allreduce_case(comp, dt, n, kind, form, op, seed):
     if form != "persistent" and not np.array_equal(y.view(np.uint8), again.view(np.uint8)):
         raise AssertionError("a second run gave other bits")
     starts = segments("allreduce", n)
-    b, t = bound(comp, xs, ref, starts, True, dt), tight(comp, xs, ref, starts, True, dt)
+    # the tight bound models each input encoded once: on several nodes of equal ranks the node
+    # sums are (docs/compression.md), so there only the contract's bound (same 256-blocks) holds
+    b, t = bound(comp, xs, ref, starts, True, dt), (None if HIER else tight(comp, xs, ref, starts, True, dt))
     if op == "avg":
-        ref, b, t = ref / P, b / P, t / P
+        ref, b, t = ref / P, b / P, (None if t is None else t / P)
     check(f"allreduce {comp} {np.dtype(dt).name} n={n} {kind} {form} {op}", comp, y, ref, b, xs, t)
     return y.tobytes()
 
@@ -232,7 +234,22 @@ def allgather_case(comp, dt, n, kind, seed):
     return y.tobytes()
 
 
+def hierarchical() -> bool:
+    """Several nodes of equal ranks (more than one each): allreduce runs hierarchically."""
+    lpmpi.allreduce(np.zeros(1, np.float32))
+    node = _core.comm_nodes(W, prepare=False) or [0] * P
+    per = [node.count(v) for v in set(node)]
+    return len(per) > 1 and len(set(per)) == 1 and per[0] > 1
+
+
+HIER = False
+
+
 def main() -> int:
+    global HIER
+    HIER = hierarchical()
+    if ME == 0:
+        print(f"LAYOUT nodes={len(set(_core.comm_nodes(W, prepare=False) or [0]))} hierarchical={HIER}", flush=True)
     quick = "--quick" in sys.argv
     if "--mutate" in sys.argv:
         _core._test_cz_reencode(True)

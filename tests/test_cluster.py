@@ -170,3 +170,24 @@ def test_without_root_it_says_why_in_one_line():
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert rc == 2 and len(lines) == 1 and "needs root" in lines[0], out
     assert cluster.leftovers() == []
+
+
+def test_compression_across_nodes():
+    """Compressed allreduce, reduce_scatter and allgather across the box (issue 49): two nodes
+    of two ranks (allreduce: exact within a node, encoded across) and four nodes of one, every
+    result within the bound of two roundings against float64 and the same on every rank
+    (tests/compress_cases.py, its quick matrix); nothing left behind."""
+    shm = host_shm_files()
+    rc, out = _cli("up", "--nodes", "4", "--rate", "1gbit")
+    try:
+        assert rc == 0, out
+        for layout, hier in (("2,2", "True"), ("1,1,1,1", "False")):
+            cmd = [sys.executable, "-m", "lpmpi.cluster", "run", "--layout", layout, "--", sys.executable, "-u",
+                   str(TESTS / "compress_cases.py"), "--quick"]
+            rc, out, _ = run(cmd, child_env(), 600)
+            assert f"hierarchical={hier}" in out, out[-3000:]
+            assert rc == 0 and re.search(r"SUMMARY suite=compress P=4 cases=\d+ failures=0", out), out[-6000:]
+    finally:
+        _cli("down")
+    assert cluster.leftovers() == [], cluster.leftovers()
+    assert host_shm_files() - shm == set(), sorted(host_shm_files() - shm)

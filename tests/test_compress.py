@@ -139,6 +139,18 @@ def test_within_the_bound_and_the_same_on_every_rank(nprocs):
 
 
 @pytest.mark.mpi
+def test_several_nodes_exact_within_encoded_across():
+    """Two nodes of two ranks (MPICH's MPIR_CVAR_NUM_CLIQUES=2: nodes without a network):
+    allreduce runs hierarchically (exact within the node, encoded across), within the bound and
+    the same on every rank; the other collectives as on one node.  (In the box: test_cluster's
+    compression test.)"""
+    rc, out, _ = run([mpiexec(), "-n", "4", sys.executable, "-u", str(TESTS / "compress_cases.py"), "--quick"],
+                     child_env({"MPIR_CVAR_NUM_CLIQUES": "2"}), 900)
+    assert "LAYOUT nodes=2 hierarchical=True" in out, out[-3000:]
+    assert rc == 0 and re.search(r"SUMMARY suite=compress P=4 cases=\d+ failures=0", out), out[-6000:]
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [3, 5])
 def test_a_ring_that_re_encodes_partial_sums_is_caught(nprocs):
     """The mutation the design forbids (partial sums rounded again at every hop: a test knob of
