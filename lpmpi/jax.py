@@ -102,14 +102,15 @@ def default_comm() -> MPI.Intracomm:
     return _default
 
 
-def _params(coll: str, x, op, root, comm, algorithm, chunk_bytes, acc_dtype) -> dict:
+def _params(coll: str, x, op, root, comm, algorithm, chunk_bytes, acc_dtype,
+            compression=None) -> dict:
     """Checks every argument (lpmpi's rules and messages) and prepares comm: the primitive's
     parameters, all ints (hashable)."""
-    h, size, rank, opc, r, alg, chunk, acc = _core._xla_call(
+    h, size, rank, opc, r, alg, chunk, acc, comp = _core._xla_call(
         coll, np.dtype(x.dtype).name, op, root, default_comm() if comm is None else comm,
-        algorithm, chunk_bytes, acc_dtype)
+        algorithm, chunk_bytes, acc_dtype, compression)
     return {"comm": h, "size": size, "rank": rank, "op": opc, "root": r, "alg": alg,
-            "chunk": chunk, "acc": acc}
+            "chunk": chunk, "acc": acc, "comp": comp}
 
 
 def _array(x, name: str = "x"):
@@ -151,8 +152,8 @@ def _make(coll: str):
     def abstract(x, *, transpose=False, size, **_):
         return _out_aval(coll, x, size), (set() if transpose else {_EFFECT})
 
-    def lower(ctx, x, *, transpose=False, in_place=False, comm, op, root, alg, chunk, acc, size,
-              rank):
+    def lower(ctx, x, *, transpose=False, in_place=False, comm, op, root, alg, chunk, acc, comp,
+              size, rank):
         if transpose:                     # allreduce's transpose: the identity (see allreduce)
             return [x]
         # in_place: the result in the input's buffer (XLA copies the input first where it is
@@ -161,10 +162,12 @@ def _make(coll: str):
         token = ctx.tokens_in.get(_EFFECT)
         tok = _compat.abstract_token
         rule = jax.ffi.ffi_lowering(target, has_side_effect=True, **alias)
+        # comp only where compressed: an uncompressed call lowers as it did before compression
+        extra = {"comp": np.int64(comp)} if comp else {}
         outs = list(rule(ctx.replace(avals_in=(*ctx.avals_in, tok),
                                      avals_out=(*ctx.avals_out, tok)),
                          x, token, comm=np.int64(comm), op=np.int64(op), root=np.int64(root),
-                         alg=np.int64(alg), chunk=np.int64(chunk), acc=np.int64(acc)))
+                         alg=np.int64(alg), chunk=np.int64(chunk), acc=np.int64(acc), **extra))
         ctx.set_tokens_out(mlir.TokenSet({_EFFECT: outs.pop()}))
         return outs
 
@@ -211,7 +214,8 @@ ad.primitive_transposes[_P["allreduce"]] = _allreduce_transpose
 
 # ---- the calls (mpi4jax 0.9's signatures, plus lpmpi's keywords) ----
 def allreduce(x: Any, op: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
-              chunk_bytes: int | None = None, acc_dtype: Any = None, in_place: bool = False):
+              chunk_bytes: int | None = None, acc_dtype: Any = None, in_place: bool = False,
+              compression: str | None = None):
     """Reduce ``x`` over the ranks of ``comm``; every rank gets the result (a new array).
 
     op: ``MPI.SUM`` ... ``MPI.BXOR``, an lpmpi op (``lpmpi.SUM``) or a name (``"sum"``,
@@ -220,7 +224,9 @@ def allreduce(x: Any, op: Any, *, comm: MPI.Intracomm | None = None, algorithm: 
     carries the array, no copy of the result into the carry each iteration), where XLA first
     copies ``x`` if it is still needed afterwards or is an argument of the jitted function that
     was not donated (``donate_argnums``): faster where ``x`` is dead after the call, slower
-    where XLA must copy it.
+    where XLA must copy it.  compression: None, "bf16", "int8" or "int4" (float data, SUM or
+    AVG, host memory): lossy, each element rounded at most twice, the same bits on every rank
+    (docs/compression.md).
 
     Differentiation (op SUM, as mpi4jax): the JVP of the result is the allreduce of the
     tangents; the transpose is the identity on each rank, i.e. the computation after the
@@ -229,7 +235,7 @@ def allreduce(x: Any, op: Any, *, comm: MPI.Intracomm | None = None, algorithm: 
     replicated losses means."""
     x = _array(x)
     return _P["allreduce"].bind(x, transpose=False, in_place=_flag(in_place), **_params(
-        "allreduce", x, op, 0, comm, algorithm, chunk_bytes, acc_dtype))
+        "allreduce", x, op, 0, comm, algorithm, chunk_bytes, acc_dtype, compression))
 
 
 def reduce(x: Any, op: Any, root: int, *, comm: MPI.Intracomm | None = None,
@@ -254,21 +260,22 @@ def bcast(x: Any, root: int, *, comm: MPI.Intracomm | None = None, algorithm: st
 
 
 def allgather(x: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
-              chunk_bytes: int | None = None):
-    """Every rank's ``x`` on every rank: shape ``(P,) + x.shape``, row r is rank r's."""
+              chunk_bytes: int | None = None, compression: str | None = None):
+    """Every rank's ``x`` on every rank: shape ``(P,) + x.shape``, row r is rank r's.
+    compression: as :func:`allreduce`'s (each element rounded once)."""
     x = _array(x)
     return _P["allgather"].bind(x, **_params("allgather", x, None, 0, comm, algorithm,
-                                             chunk_bytes, None))
+                                             chunk_bytes, None, compression))
 
 
 def reduce_scatter(x: Any, op: Any, *, comm: MPI.Intracomm | None = None,
                    algorithm: str = "auto", chunk_bytes: int | None = None,
-                   acc_dtype: Any = None):
+                   acc_dtype: Any = None, compression: str | None = None):
     """``x`` of shape ``(P, ...)`` reduced over the ranks; rank r gets block r, shape
-    ``x.shape[1:]`` (not in mpi4jax)."""
+    ``x.shape[1:]`` (not in mpi4jax).  compression: as :func:`allreduce`'s."""
     x = _array(x)
     return _P["reduce_scatter"].bind(x, **_params("reduce_scatter", x, op, 0, comm, algorithm,
-                                                  chunk_bytes, acc_dtype))
+                                                  chunk_bytes, acc_dtype, compression))
 
 
 def alltoall(x: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",

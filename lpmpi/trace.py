@@ -54,6 +54,8 @@ _PHASE_FLAG = 2
 _FORMS = ("blocking", "nonblocking", "persistent")
 _TRANSPORTS = ("", "mpi", "shm", "cma")
 _SAMPLED = 1
+_COMP_SHIFT = 4                     # flags >> 4: the compression (0 none; lp_comp_t)
+_COMPRESSIONS = ("none", "bf16", "int8", "int4")
 
 
 def _names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[int, str]]:
@@ -157,6 +159,9 @@ def to_events(hdr: dict[str, Any], recs: np.ndarray) -> list[dict[str, Any]]:
                 "form": _FORMS[r["form"]] if 0 <= r["form"] < 3 else "?", "phases": int(r["nphases"])}
         if coll in ("allreduce", "reduce", "reduce_scatter", "reduce_scatterv"):
             args["op"] = ops[r["op"]] if r["op"] < len(ops) else "?"
+        comp = int(r["flags"]) >> _COMP_SHIFT
+        if comp:
+            args["compression"] = _COMPRESSIONS[comp] if comp < len(_COMPRESSIONS) else "?"
         if r["rc"]:
             args["error"] = int(r["rc"])
         if int(r["flags"]) & _SAMPLED:
@@ -408,6 +413,8 @@ def hang(directory: str | os.PathLike) -> str:
         ex = next(iter(at_k.values()), None) or next(iter(running.values()))
         what = f"{ex['collective']} of {ex['bytes']} B ({ex['dtype']}"
         what += f" {ex['op']})" if ex["collective"] in ("allreduce", "reduce", "reduce_scatter") else ")"
+        if ex.get("compression", "none") != "none":
+            what += f", compressed {ex['compression']}"
         lines.append(f"communicator {name} ({len(ranks)} ranks: world {', '.join(map(str, ranks))}):")
         lines.append(f"  the ranks diverge at collective #{k}: {what}")
         for r, e in sorted(at_k.items()):

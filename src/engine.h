@@ -84,14 +84,14 @@ typedef struct {
     uint64_t comm, seq;
     int64_t t_enter, t_start, t_end;
     uint64_t count, bytes, chunk;
-    int32_t coll, dt, op, root, alg, tp, form, state, rc, phase, nphases;
+    int32_t coll, dt, op, root, alg, tp, form, state, rc, phase, nphases, comp;   /* comp: LP_COMP_* */
     int64_t t_phase[LP_FR_PHASES];
     const struct lp_req *req;
 } lp_fr_ent_t;
 /* the trace's file: 64-byte records (lpmpi/trace.py reads them: keep the two alike), a call's
  * (flags without LP_TRACE_PHASES) and, for the calls whose phases were timed, one more with the
  * phases' starts (flags with it): t_phase0 and each later phase's start - t_phase0 (ns) */
-enum { LP_TRACE_PHASES = 2 };
+enum { LP_TRACE_PHASES = 2, LP_TRACE_COMP_SHIFT = 4 };   /* flags >> 4: the compression (LP_COMP_*) */
 typedef struct {
     uint64_t comm, seq;
     int64_t t_enter, t_end;   /* ns, CLOCK_MONOTONIC */

@@ -286,12 +286,13 @@ int lp_fr_dump(const char *reason, const char *dir, char *path, size_t pathn) {
         if (running) e.phase = live->phase;
         fprintf(f, "%s\n{\"gen\":%llu,\"comm\":%llu,\"seq\":%llu,\"collective\":\"%s\",\"form\":\"%s\","
                 "\"state\":\"%s\",\"count\":%llu,\"bytes\":%llu,\"dtype\":\"%s\",\"op\":\"%s\",\"root\":%d,"
-                "\"algorithm\":\"%s\",\"chunk\":%llu,\"transport\":\"%s\",\"phase\":%d,\"phases\":%d,\"rc\":%d",
+                "\"algorithm\":\"%s\",\"chunk\":%llu,\"transport\":\"%s\",\"compression\":\"%s\",\"phase\":%d,"
+                "\"phases\":%d,\"rc\":%d",
                 first ? "" : ",", (unsigned long long)g, (unsigned long long)e.comm, (unsigned long long)e.seq,
                 lp_coll_name((lp_coll_t)e.coll), form_name(e.form), state_name(e.state),
                 (unsigned long long)e.count, (unsigned long long)e.bytes, lp_dtype_name((lp_dtype_t)e.dt),
                 lp_op_name((lp_op_t)e.op), e.root, e.alg >= 0 ? lp_algo_name(e.alg) : "",
-                (unsigned long long)e.chunk, tp_name(e.tp), e.phase, e.nphases, e.rc);
+                (unsigned long long)e.chunk, tp_name(e.tp), lp_cz_name(e.comp), e.phase, e.nphases, e.rc);
         first = 0;
         tnum(f, "t_enter", e.t_enter);
         tnum(f, "t_start", e.t_start);
@@ -689,7 +690,7 @@ void lp_trace_put(const lp_fr_ent_t *e) {
     t->alg = (uint8_t)e->alg;
     t->tp = (uint8_t)e->tp;
     t->form = (uint8_t)e->form;
-    t->flags = traced++ >= trace_max ? LP_TRACE_SAMPLED : 0;
+    t->flags = (uint8_t)((traced++ >= trace_max ? LP_TRACE_SAMPLED : 0) | e->comp << LP_TRACE_COMP_SHIFT);
     t->nphases = (uint8_t)e->nphases;
     t->root = e->root;
     t->rc = e->rc;

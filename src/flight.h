@@ -39,7 +39,8 @@ static inline lp_fr_ent_t *lp_fr_get(uint64_t gen) {
 }
 
 /* a call begins: its entry (its gen; 0 with the recorder off) */
-static inline uint64_t lp_fr_enter(int coll, int form, size_t count, size_t esize, int dt, int op, int root) {
+static inline uint64_t lp_fr_enter(int coll, int form, size_t count, size_t esize, int dt, int op, int root,
+                                   int comp) {
     lp_fr_ent_t *ring = lp_fr_ring;
     if (!ring) return 0;
     uint64_t g = atomic_fetch_add_explicit(&lp_fr_next, 1, memory_order_relaxed) + 1;
@@ -56,6 +57,7 @@ static inline uint64_t lp_fr_enter(int coll, int form, size_t count, size_t esiz
     e->dt = dt;
     e->op = op;
     e->root = root;
+    e->comp = comp;
     e->alg = -1;
     e->tp = e->rc = e->phase = e->nphases = 0;
     e->form = form;

@@ -401,7 +401,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (kind < LP_REQ_BLOCKING || kind > LP_REQ_PERSISTENT || (kind != LP_REQ_BLOCKING && !out))
         return LP_FAIL(LP_ERR_ARG, "bad request kind %d", kind);
     if (kind != LP_REQ_PERSISTENT && (unsigned)dt < LP_NDTYPES)
-        fr = lp_fr_enter(coll, kind, count, lp_dtype_size(dt), dt, op, root);
+        fr = lp_fr_enter(coll, kind, count, lp_dtype_size(dt), dt, op, root, k->comp);
     LP_TRY(call_check(&c, k));
     lp_ctx_t *ctx = c.ctx;
     const lp_coll_traits_t *T = lp_traits(coll);
@@ -569,7 +569,7 @@ int lp_start(lp_req_t *r) {
         return LP_FAIL(LP_ERR_ARG, "the communicator of this persistent request was freed");
     LP_TRY(acquire(r->ctx));
     const lp_args_t *a = &r->a;
-    r->fr = lp_fr_enter(a->coll, LP_REQ_PERSISTENT, a->count, a->esize, a->dt, a->op, a->root);
+    r->fr = lp_fr_enter(a->coll, LP_REQ_PERSISTENT, a->count, a->esize, a->dt, a->op, a->root, a->comp);
     if (r->fr) lp_fr_comm(r->fr, r->ctx);
     if (r->ctx->notice != lp_fr_notices() || r->ctx->lost >= 0) rc = lp_ctx_check_lost(r->ctx);
     if (rc == LP_OK && r->at_follow) rc = req_retune(r);

@@ -137,6 +137,11 @@ static lpx_error *run(lpx_frame *f, lp_coll_t coll, lp_mem_t mem) {
         !attr(f, "alg", &alg) || !attr(f, "chunk", &chunk) || !attr(f, "acc", &acc))
         return fail(f, LPX_INVALID_ARGUMENT, "lpmpi %s: the custom call lacks one of its int64 "
                     "attributes acc, alg, chunk, comm, op, root (lowered by another lpmpi?)", what);
+    int64_t comp = LP_COMP_NONE;        /* optional: lowered only for compressed calls */
+    attr(f, "comp", &comp);
+    if (comp != LP_COMP_NONE && mem != LP_MEM_HOST)
+        return fail(f, LPX_UNIMPLEMENTED, "lpmpi %s: compression takes host memory (device "
+                    "arrays: not until the device path has codecs)", what);
     int dt = lp_dtype_of(in->dtype);
     if (dt < 0 || in->dtype != out->dtype)
         return fail(f, LPX_INVALID_ARGUMENT, "lpmpi %s: XLA element type %d (output %d) is not "
@@ -191,9 +196,11 @@ static lpx_error *run(lpx_frame *f, lp_coll_t coll, lp_mem_t mem) {
         if (rbuf) rbuf = w;
         edt = LP_FLOAT32;
     }
-    int rc = lp_request(NULL, LP_REQ_BLOCKING, coll, comm, sbuf, rbuf, count, (lp_dtype_t)edt,
-                        (lp_op_t)op, (int)root, (int)alg, (size_t)chunk, mem, acc_out,
-                        (lp_dtype_t)dt);
+    const lp_call_t k = {.coll = coll, .comm = comm, .sbuf = sbuf, .rbuf = rbuf, .count = count,
+                         .dt = (lp_dtype_t)edt, .op = (lp_op_t)op, .root = (int)root,
+                         .alg = (int)alg, .chunk_bytes = (size_t)chunk, .mem = mem, .acc = acc_out,
+                         .acc_dt = (lp_dtype_t)dt, .comp = (int)comp};
+    int rc = lp_call_request(NULL, LP_REQ_BLOCKING, &k);
     if (rc != LP_OK)
         return fail(f, errc_of(rc), "lpmpi %s: %s: %s", what, status_name(rc), lp_errmsg());
     return NULL;

@@ -231,6 +231,62 @@ def acc_cases(comm, tag: str) -> None:
                 case(f"{tag} acc {coll} {dt} {op}", one)
 
 
+def compression_cases(comm, tag: str) -> None:
+    """compression= under jit: the same bits as lpmpi's eager call (one engine, one schedule),
+    within the two-roundings bound of the float64 reference, identical on every rank."""
+    me, n = comm.Get_rank(), comm.Get_size()
+    for comp in ("bf16", "int8", "int4"):
+        for coll in ("allreduce", "reduce_scatter", "allgather"):
+            for dt in ("float32", "float16"):
+                if comp == "bf16" and dt == "float16":
+                    continue
+                def one(comp=comp, coll=coll, dt=dt):
+                    count = 1001                 # odd: blocks straddle the segments
+                    shape = (n, count) if coll == "reduce_scatter" else (count,)
+                    xs = [data(q, shape, dt, salt=2) for q in range(n)]
+                    op = "avg" if coll == "reduce_scatter" else "sum"
+                    if coll == "allgather":
+                        want = lpmpi.allgather(xs[me], None, comm, compression=comp)
+                    else:
+                        want = eager_lpmpi(coll, xs[me], op, 0, comm, compression=comp)
+                    f = jax_call(coll, op, 0, comm, compression=comp)
+                    got = np.asarray(jax.jit(f)(jnp.asarray(xs[me])))
+                    same(got, np.asarray(want), f"{comp} jit vs eager")
+                    ref = expected(coll, xs, op, 0, me).astype(np.float64)
+                    mag = expected(coll, [abs(x.astype(np.float64)) for x in xs], op, 0, me)
+                    err = np.abs(got.astype(np.float64) - ref)
+                    # loose: int4's two roundings are 1/14 of block maxima; ranks' magnitudes sum
+                    tol = {"bf16": 2 ** -7, "int8": 0.02, "int4": 0.3}[comp]
+                    bound = tol * (mag.max() + np.abs(ref).max()) + 1e-3
+                    if not (err <= bound).all():
+                        MISMATCHES.append(f"{comp}: error {err.max()} > {bound}")
+                    every = comm.allgather(got.tobytes())
+                    if coll != "reduce_scatter" and any(b != every[0] for b in every):
+                        MISMATCHES.append(f"{comp}: results differ between ranks")
+                case(f"{tag} compression {comp} {coll} {dt}", one)
+    x = jnp.ones(4, jnp.float32)
+    bad = {"unknown": (lambda: lj.allreduce(x, "sum", compression="fp8"), ValueError,
+                       "compression must be None or one of"),
+           "integers": (lambda: lj.allreduce(jnp.ones(4, jnp.int32), "sum", compression="int8"),
+                        TypeError, "floating data"),
+           "op": (lambda: lj.allreduce(x, "max", compression="int8"), TypeError, "sum and avg"),
+           "narrower": (lambda: lj.allgather(jnp.ones(4, jnp.bfloat16), compression="bf16"),
+                        TypeError, "narrower"),
+           "algorithm": (lambda: lj.allreduce(x, "sum", algorithm="ring", compression="int8"),
+                         ValueError, "'auto' or 'direct'")}
+    for name, (fn, exc, text) in bad.items():
+        def one(fn=fn, exc=exc, text=text):
+            for form in ("eager", "jit"):
+                try:
+                    jax.jit(lambda: fn())() if form == "jit" else fn()
+                except exc as e:
+                    if text not in str(e):
+                        MISMATCHES.append(f"{form}: {e!r} lacks {text!r}")
+                else:
+                    MISMATCHES.append(f"{form}: no {exc.__name__}")
+        case(f"{tag} compression error {name}", one)
+
+
 def vmap_cases() -> None:
     me = RANK
     xs = [data(q, (3, 5), "float32") for q in range(P)]
@@ -470,6 +526,7 @@ def main() -> None:
     if X64:
         return finish()
     acc_cases(lj.default_comm(), "world")
+    compression_cases(lj.default_comm(), "world")
     vmap_cases()
     ad_cases()
     order_cases()

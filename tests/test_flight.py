@@ -176,10 +176,11 @@ def test_dump_flight_recorder_in_a_program(tmp_path):
         p = lpmpi.allreduce_init(np.ones(64, np.int32), algorithm="ring")
         for _ in range(2):
             p.start(); p.wait()
+        lpmpi.allreduce(np.ones(1000, np.float32), compression="int8")
         path = lpmpi.dump_flight_recorder(sys.argv[1])
         d = json.load(open(path))
-        rows = [(e["seq"], e["collective"], e["form"], e["state"], e["algorithm"], e["bytes"])
-                for e in d["entries"]]
+        rows = [(e["seq"], e["collective"], e["form"], e["state"], e["algorithm"], e["bytes"],
+                 e["compression"]) for e in d["entries"]]
         with open(os.path.join(sys.argv[1], f"rows.{w.rank}"), "w") as f:
             json.dump({"rows": rows, "comms": [c["world_ranks"] for c in d["comms"]]}, f)
         """))
@@ -192,8 +193,10 @@ def test_dump_flight_recorder_in_a_program(tmp_path):
         assert [x[:4] for x in e] == [[1, "allreduce", "blocking", "done"], [1, "bcast", "blocking", "done"],
                                       [2, "allreduce", "nonblocking", "done"],
                                       [3, "allreduce", "persistent", "done"],
-                                      [4, "allreduce", "persistent", "done"]], e
+                                      [4, "allreduce", "persistent", "done"],
+                                      [5, "allreduce", "blocking", "done"]], e
         assert e[2][4] == "lp" and e[3][4] == "ring" and e[2][5] == 4 << 16
+        assert [x[6] for x in e] == ["none"] * 5 + ["int8"] and e[5][4] == "direct", e
         assert comms == [[0, 1], [0, 1]]
 
 
@@ -210,7 +213,7 @@ for i in range(n):
 r = lpmpi.iallreduce(np.ones(1 << 16, np.float32), comm=c)
 r.wait()
 g = lpmpi.allgather(np.ones(10, np.int32))
-p = lpmpi.allreduce_init(np.ones(1024, np.float32))
+p = lpmpi.allreduce_init(np.ones(1024, np.float32), compression="bf16")
 for _ in range(3):
     p.start(); p.wait()
 if os.environ.get("FOREVER"):
@@ -238,6 +241,8 @@ def test_trace_has_every_call_once_per_rank(tmp_path, n):
         assert all(e["ph"] == "X" and e["pid"] == r and e["dur"] >= 0 for e in cs)
         per_rank[r] = {(e["args"]["comm"], e["args"]["seq"]): (e["name"], e["args"]["bytes"], e["args"]["form"])
                        for e in cs}
+        comp = [(e["args"]["form"], e["args"].get("compression")) for e in cs if "compression" in e["args"]]
+        assert comp == [("persistent", "bf16")] * 3, comp         # the compressed calls, recorded
         assert len(per_rank[r]) == len(cs) == 2 * calls + 1 + 1 + 3       # each call once
         for comm in {k[0] for k in per_rank[r]}:
             seqs = sorted(s for c, s in per_rank[r] if c == comm)

@@ -84,6 +84,38 @@ cdef bint _acc(acc_dtype, Buf *s, int op) except -1:
         raise TypeError("acc_dtype='float32' takes host memory (device arrays: not yet)")
     return True
 
+cdef tuple _comp_check(int coll, int dt, int op, int mem, bint acc, int alg, algorithm, compression):
+    """compression= of a call (docs/compression.md): (LP_COMP_*, the row it runs); raises, naming
+    the argument, for a format, collective, algorithm, data type, op or memory it does not take."""
+    if compression is None:
+        if alg >= 0 and lp_algo_wire(alg):
+            raise ValueError(f"algorithm {algorithm!r} runs compressed calls only: pass "
+                             f"compression= one of {COMPRESSIONS}")
+        return LP_COMP_NONE, alg
+    if not isinstance(compression, str) or compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
+    if lp_cz_algo(<lp_coll_t>coll) < 0:
+        raise ValueError(f"compression applies to allreduce, reduce_scatter and allgather, not "
+                         f"{COLLECTIVES[coll]}")
+    if alg >= 0 and not lp_algo_wire(alg):
+        raise ValueError(f"compression runs with algorithm 'auto' or 'direct', not {algorithm!r}")
+    name = DTYPE_NAMES[dt]
+    if dt not in (LP_FLOAT16, LP_BFLOAT16, LP_FLOAT32, LP_FLOAT64):
+        raise TypeError(f"compression needs floating data (float16, bfloat16, float32, float64), "
+                        f"not {name}")
+    if compression == "bf16" and lp_dtype_size(<lp_dtype_t>dt) <= 2:
+        raise TypeError(f"compression 'bf16' must be narrower than the data: {name} is 16-bit "
+                        f"(use 'int8' or 'int4')")
+    if _ROWS[coll]["has_op"] and op != LP_SUM and op != LP_AVG:
+        raise TypeError(f"compression applies to op sum and avg, not {OP_NAMES[op]!r}")
+    if mem:
+        raise TypeError("compression takes host memory (device arrays: not until the device path "
+                        "has codecs)")
+    if acc:
+        raise TypeError("compression and acc_dtype do not go together (compressed sums are "
+                        "float32 already)")
+    return COMPRESSIONS.index(compression) + 1, (lp_cz_algo(<lp_coll_t>coll) if alg >= 0 else LP_ALG_AUTO)
+
 cdef object _acc_tls = None
 
 cdef object _acc_scratch(size_t n):
@@ -695,41 +727,12 @@ cdef class Message:
     cdef int set_comp(self, compression, algorithm) except -1:
         """compression= (docs/compression.md): checked on every rank before any communication
         (LPMPI_CHECK's ranks learn of a local error), the call's row resolved."""
-        cdef int dt = self.s.dtype
         try:
-            if compression is None:
-                if self.alg >= 0 and lp_algo_wire(self.alg):
-                    raise ValueError(f"algorithm {algorithm!r} runs compressed calls only: pass "
-                                     f"compression= one of {COMPRESSIONS}")
-                self.comp = LP_COMP_NONE
-                return 0
-            if not isinstance(compression, str) or compression not in COMPRESSIONS:
-                raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
-            if lp_cz_algo(self.coll) < 0:
-                raise ValueError(f"compression applies to allreduce, reduce_scatter and allgather, not "
-                                 f"{COLLECTIVES[self.coll]}")
-            if self.alg >= 0 and not lp_algo_wire(self.alg):
-                raise ValueError(f"compression runs with algorithm 'auto' or 'direct', not {algorithm!r}")
-            name = DTYPE_NAMES[dt]
-            if dt not in (LP_FLOAT16, LP_BFLOAT16, LP_FLOAT32, LP_FLOAT64):
-                raise TypeError(f"compression needs floating data (float16, bfloat16, float32, float64), "
-                                f"not {name}")
-            if compression == "bf16" and lp_dtype_size(dt) <= 2:
-                raise TypeError(f"compression 'bf16' must be narrower than the data: {name} is 16-bit "
-                                f"(use 'int8' or 'int4')")
-            if _ROWS[self.coll]["has_op"] and self.op != LP_SUM and self.op != LP_AVG:
-                raise TypeError(f"compression applies to op sum and avg, not {OP_NAMES[self.op]!r}")
-            if self.s.mem:
-                raise TypeError("compression takes host memory (device arrays: not until the device path "
-                                "has codecs)")
-            if self.acc:
-                raise TypeError("compression and acc_dtype do not go together (compressed sums are "
-                                "float32 already)")
+            self.comp, self.alg = _comp_check(self.coll, self.s.dtype, self.op, self.s.mem,
+                                              self.acc, self.alg, algorithm, compression)
         except BaseException:
             _local_error(self.comm)
             raise
-        self.comp = COMPRESSIONS.index(compression) + 1
-        self.alg = lp_cz_algo(self.coll) if self.alg >= 0 else LP_ALG_AUTO
         return 0
 
     cdef void record(self, lp_call_t *k) noexcept:

@@ -14,11 +14,12 @@ def _xla_targets(bint cuda=False):
     return out
 
 
-def _xla_call(collective, dtype, op, root, comm, algorithm, chunk_bytes, acc_dtype):
+def _xla_call(collective, dtype, op, root, comm, algorithm, chunk_bytes, acc_dtype, compression=None):
     """A lpmpi.jax call's checks and attributes: every argument checked with the same rules and
     messages as the Python collectives (local, so every rank raises before anything runs), then
     comm prepared (collective on its first use, as the handler never prepares one).  dtype: the
-    element type's name.  Returns (comm handle, size, rank, op, root, alg, chunk, acc) as ints."""
+    element type's name.  Returns (comm handle, size, rank, op, root, alg, chunk, acc, comp) as
+    ints (comp: LP_COMP_*, 0 uncompressed: docs/compression.md)."""
     cdef int coll = _coll_index(collective)
     cdef int has_op, has_root, inp, res, sb, rb, shm, vc, size = 0, rank = 0, first = 0, rc
     cdef MPI_Comm h
@@ -34,9 +35,10 @@ def _xla_call(collective, dtype, op, root, comm, algorithm, chunk_bytes, acc_dty
         _check_op(opc, b.dtype)
     _comm(comm, &h, &size)
     cdef int r = _check_root(root, size) if has_root else 0
-    cdef int alg = _alg_index(coll, algorithm)
+    alg = _alg_index(coll, algorithm)
     cdef size_t chunk = _chunk(chunk_bytes)
     cdef bint acc = _acc(acc_dtype, &b, opc) if has_op else False
+    comp, alg = _comp_check(coll, b.dtype, opc, 0, acc, alg, algorithm, compression)
     if not lp_comm_ready(h):
         with nogil:
             rc = lp_comm_prepare(h, &first)
@@ -45,4 +47,4 @@ def _xla_call(collective, dtype, op, root, comm, algorithm, chunk_bytes, acc_dty
         if first:
             _warn_tables()
     MPI_Comm_rank(h, &rank)
-    return (<intptr_t>h, size, rank, opc, r, alg, chunk, int(acc))
+    return (<intptr_t>h, size, rank, opc, r, alg, chunk, int(acc), comp)
