@@ -140,6 +140,7 @@ cdef extern from "lpmpi.h" nogil:
     const char *lp_cz_name(int comp)
     const char *lp_cz_isa()
     size_t lp_cz_bytes(int comp, size_t n) nogil
+    size_t lp_cz_chunk_of(int comp, size_t esize, int P, int nodes, size_t nbytes) nogil
     void lp_cz_encode(int comp, lp_dtype_t dt, const void *x, size_t n, void *wire) nogil
     void lp_cz_decode_acc(int comp, int acc64, const void *wire, size_t n, void *y, int acc) nogil
     int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y) nogil

@@ -138,12 +138,22 @@ def _compressed(collective: str, nbytes: int, comm: Any, memory: str, compressio
             "float32 (float64 for float64 data) in rank order, "
             + ("the owners' results encoded once and gathered unchanged; " if collective == "allreduce" else "")
             + f"each rank sends {phases * (P - 1) * per_peer:.0f} B")
+    chunk = None
     if node and nodes > 1:
         per = node.count(node[0])
-        text += f"; across {nodes} nodes each NIC sends about {per * phases * (P - per) * per_peer:.0f} B"
+        if collective == "allreduce" and per > 1 and all(node.count(v) == per for v in set(node)):
+            chunk = _core._cz_chunk(collective, nbytes, comm, compression, itemsize)
+            pieces = f" in {-(-nbytes // chunk)} pieces of about {chunk} B (the model's)" if chunk else ""
+            text = (f"{compression} on the wire: {n} elements of {itemsize} B ({nbytes} B) encode to {wire} B "
+                    f"({wire / max(nbytes, 1):.3f} of the data); {nodes} nodes of {per} ranks{pieces}: "
+                    "an exact reduce-scatter within each node (float32 sums), the compressed direct allreduce "
+                    "across the nodes on each rank's shard (two roundings), an exact allgather within the node; "
+                    f"each NIC sends about {2 * (nodes - 1) / nodes * wire:.0f} B")
+        else:
+            text += f"; across {nodes} nodes each NIC sends about {per * phases * (P - per) * per_peer:.0f} B"
     elif node:
         text += "; one node: nothing crosses a network"
-    return Explanation(collective, nbytes, nprocs, memory, "direct", None, "requested", {}, None, None,
+    return Explanation(collective, nbytes, nprocs, memory, "direct", chunk, "requested", {}, None, None,
                        "compressed calls run their own schedule (no table row)", model.current(), [],
                        "unchecked", "the same schedule for blocking, nonblocking and persistent calls",
                        nodes=nodes, compression=text)

@@ -330,6 +330,9 @@ extern int lp_test_cz_reencode;       /* tests: re-encode partial sums (the desi
 /* compression's other pieces (codec.c): acc (float32; float64 for float64 data) = x exactly
  * (add: acc += x); y (dtype) = acc, 16-bit types rounded once */
 void lp_cz_widen(lp_dtype_t dt, const void *x, size_t n, void *acc, int add);
+/* the pieces of a compressed allreduce on several nodes of L ranks (alg_compress.c): the piece
+ * bytes the model prices fastest (registry.c), of n bytes of esize-byte elements */
+size_t lp_cz_chunk(const lp_model_t *m, int comp, size_t esize, int P, int nodes, size_t n);
 int lp_cz_narrow(lp_dtype_t dt, const void *acc, size_t n, void *y);
 
 /* a peer that died (alive.c): lp_proc_t's start time from /proc, and whether it is gone */

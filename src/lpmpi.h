@@ -80,6 +80,9 @@ const char *lp_cz_isa(void);                /* the codecs' instruction set: "avx
  * encode n elements of x (float16, bfloat16, float32, float64); decode into float32 / float64
  * (acc: add to y); decode into dtype dt */
 size_t lp_cz_bytes(int comp, size_t n);
+/* the piece bytes "auto" takes for a compressed allreduce of nbytes of esize-byte elements on
+ * P ranks over `nodes` nodes (the model's: registry.c); nbytes where it runs in one piece */
+size_t lp_cz_chunk_of(int comp, size_t esize, int P, int nodes, size_t nbytes);
 void lp_cz_encode(int comp, lp_dtype_t dt, const void *x, size_t n, void *wire);
 void lp_cz_decode_acc(int comp, int acc64, const void *wire, size_t n, void *y, int acc);
 int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y);

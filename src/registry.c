@@ -8,7 +8,7 @@
  *
  * Costs: P ranks, n bytes, c chunk bytes; m->alpha s/message, m->beta s/byte moved,
  * m->gamma s/byte reduced. */
-#include "internal.h"
+#include "engine.h"
 #include <math.h>
 
 static double lg(int P) { return ceil(log2((double)P)); }
@@ -167,6 +167,33 @@ static double cost_direct_native(const lp_model_t *m, int P, double n, double c)
 static double cost_cz(const lp_model_t *m, int P, double n, double c) {
     double w = c > 0 && c < 1 ? c : 0.25;
     return 2 * (P - 1) * m->alpha + 2 * (P - 1) / (double)P * n * w * m->beta + 3 * n * m->gamma;
+}
+
+/* the compressed allreduce on N nodes of L ranks each (alg_compress.c's hierarchy) in K
+ * pieces: what crosses the network (each NIC: 2 (N - 1) / N of the encoded message) and what
+ * the ranks compute (the node's exchanges of raw shards, the sums, the codecs' passes) overlap
+ * piece by piece, as a pipeline of K stages does: the longer of the two, plus the shorter one's
+ * K-th part (its fill and drain), plus each piece's messages.  K = 1 runs them one after the
+ * other.  The piece size is data (the model's parameters), not a threshold. */
+static double cost_cz_pieces(const lp_model_t *m, int comp, size_t esize, int L, int N, double n, int K) {
+    double wire = (double)lp_cz_bytes(comp, (size_t)(n / (double)esize));
+    double net = 2.0 * (N - 1) / N * wire * m->beta_net + 2.0 * (N - 1) * m->alpha_net;
+    double cpu = 2.0 * (L - 1) / L * n * m->beta + n * m->gamma + 3.0 * n / L * m->gamma;
+    double lo = net < cpu ? net : cpu, hi = net < cpu ? cpu : net;
+    return hi + lo / K + (double)K * (2.0 * (L - 1) + 4.0 * (N - 1) + 5.0) * m->alpha;
+}
+size_t lp_cz_chunk_of(int comp, size_t esize, int P, int nodes, size_t nbytes) {
+    return lp_cz_chunk(&lp_model, comp, esize, P, nodes, nbytes);
+}
+size_t lp_cz_chunk(const lp_model_t *m, int comp, size_t esize, int P, int nodes, size_t n) {
+    if (nodes < 2 || P % nodes || P / nodes < 2 || !esize) return n;       /* (no hierarchy) */
+    int best = 1;
+    double tbest = 0;
+    for (int K = 1; K <= 8; K *= 2) {
+        double t = cost_cz_pieces(m, comp, esize, P / nodes, nodes, (double)n, K);
+        if (K == 1 || t < tbest) { best = K; tbest = t; }
+    }
+    return (n + (size_t)best - 1) / (size_t)best;
 }
 
 const lp_algo_t lp_algos[] = {

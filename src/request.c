@@ -287,7 +287,11 @@ static int call_decide(call_t *c, const lp_call_t *k) {
         if (k->alg != LP_ALG_AUTO && k->alg != cz)
             return LP_FAIL(LP_ERR_ARG, "compression runs with algorithm \"auto\" or \"direct\", not %s",
                            lp_algo_name(k->alg));
-        c->ch = (lp_choice_t){.alg = cz, .source = k->alg == LP_ALG_AUTO ? LP_SRC_MODEL : LP_SRC_REQUESTED,
+        const lp_model_t *m = ctx->tables < 0 ? &ctx->model : &lp_model;
+        size_t chunk = k->chunk_bytes ? k->chunk_bytes
+                                      : lp_cz_chunk(m, k->comp, lp_dtype_size(k->dt), ctx->size, ctx->nnodes, c->key.nbytes);
+        c->ch = (lp_choice_t){.alg = cz, .chunk = chunk,
+                              .source = k->alg == LP_ALG_AUTO ? LP_SRC_MODEL : LP_SRC_REQUESTED,
                               .transport_source = LP_SRC_MODEL, .tables = ctx->tables};
         c->ring_tp = -1;
         return LP_OK;

@@ -6,7 +6,7 @@ box): one spawn runs the matrix, prints a line per failing case, STAT lines and 
 Cases: compression bf16 / int8 / int4 x float32, float64, float16, bfloat16 data (bf16 only
 where narrower) x allreduce (blocking, nonblocking, persistent, in place, AVG), reduce_scatter
 (equal blocks, counts), allgather x counts 1, 255, 257 (blocks straddling the segments),
-1000, 4099 x data: normal, heavy-tailed (Cauchy), mixed magnitudes (10^-6..10^6 in one array),
+1000, 4099 (on several nodes of equal ranks also in pieces: chunk_bytes) x data: normal, heavy-tailed (Cauchy), mixed magnitudes (10^-6..10^6 in one array),
 with zero blocks.  Each result against a float64 reference within the bound of two roundings
 (docs/compression.md: bf16 2^-8 (sum_r |x_r| + |y|); int8 (sum_r blockmax(x_r) + blockmax(y)) /
 254, int4 / 14; plus float32's accumulation), bitwise identical on every rank (allreduce,
@@ -169,7 +169,7 @@ def case(name: str, fn) -> None:
         print(FAILS[-1], flush=True)
 
 
-def allreduce_case(comp, dt, n, kind, form, op, seed):
+def allreduce_case(comp, dt, n, kind, form, op, seed, chunk=None):
     xs = [data(kind, n, dt, r, seed) for r in range(P)]
     x = xs[ME].copy()
     if kind == "normal" and n > 10 and seed == 1:
@@ -178,7 +178,7 @@ def allreduce_case(comp, dt, n, kind, form, op, seed):
         x = xs[ME].copy()
     ref = np.sum([a.astype(np.float64) for a in xs], axis=0)
     if form == "blocking":
-        y = lpmpi.allreduce(x, op=op, compression=comp)
+        y = lpmpi.allreduce(x, op=op, compression=comp, chunk_bytes=chunk)
     elif form == "inplace":
         y = x.copy()
         lpmpi.allreduce(lpmpi.IN_PLACE, y, op=op, compression=comp)
@@ -191,7 +191,7 @@ def allreduce_case(comp, dt, n, kind, form, op, seed):
             p.start()
             p.wait()
         p.free()
-    again = lpmpi.allreduce(x, op=op, compression=comp)
+    again = lpmpi.allreduce(x, op=op, compression=comp, chunk_bytes=chunk)
     if form != "persistent" and not np.array_equal(y.view(np.uint8), again.view(np.uint8)):
         raise AssertionError("a second run gave other bits")
     starts = segments("allreduce", n)
@@ -288,6 +288,11 @@ def main() -> int:
                         op = "avg" if form == "inplace" else "sum"
                         case(f"allreduce {comp} {np.dtype(dt).name} {n} {kind} {form}",
                              lambda c=comp, d=dt, m=n, kd=kind, f=form, o=op, sd=k: allreduce_case(c, d, m, kd, f, o, sd))
+                    if HIER and dt == np.float32:      # in pieces (the wavefront: alg_compress.c)
+                        for cb in (4096, 3 << 12):
+                            case(f"allreduce {comp} {np.dtype(dt).name} {n} {kind} pieces of {cb} B",
+                                 lambda c=comp, d=dt, m=n, kd=kind, sd=k, b=cb: allreduce_case(c, d, m, kd, "blocking",
+                                                                                             "sum", sd, b))
                     for counts in (False, True):
                         case(f"reduce_scatter {comp} {np.dtype(dt).name} {n} {kind} counts={counts}",
                              lambda c=comp, d=dt, m=n, kd=kind, ct=counts, sd=k: reduce_scatter_case(c, d, m, kd, ct, sd))

@@ -98,12 +98,23 @@ def explain_choice(collective, nbytes, comm=None, memory="host"):
 def select(collective, nbytes, comm=None, memory="host", compression=None):
     """``(algorithm, chunk_bytes)`` that algorithm="auto" uses for this call (chunk None if
     unchunked); the collectives' own decision (see :func:`lpmpi.explain`).  ``compression``:
-    the compressed call's ("direct", None: its one schedule, docs/compression.md)."""
+    the compressed call's ("direct", its piece bytes for float32 data where an allreduce runs
+    on several nodes of equal ranks in pieces, else None: docs/compression.md)."""
     if compression is not None:
         _check_compression(collective, memory, compression)
-        return "direct", None
+        return "direct", _cz_chunk(collective, nbytes, comm, compression, 4)
     alg, chunk, _, _, _ = choice(collective, nbytes, comm, memory)
     return alg, chunk
+
+def _cz_chunk(collective, size_t nbytes, comm, compression, size_t itemsize):
+    """The piece bytes of a compressed call (None: one piece), as the engine decides them."""
+    if collective != "allreduce":
+        return None
+    nodes = comm_nodes(comm)
+    cdef size_t c = lp_cz_chunk_of(COMPRESSIONS.index(compression) + 1, itemsize, len(nodes),
+                                   len(set(nodes)), nbytes)
+    return None if c >= nbytes else c
+
 
 def _check_compression(collective, memory, compression):
     """compression= of explain / select: a known format, a collective that takes it, host memory."""

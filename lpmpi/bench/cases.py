@@ -20,7 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 import lpmpi
-from lpmpi import engine
+from lpmpi import _core, engine
 from lpmpi._units import chunk_label
 from lpmpi.bench.memory import HostMemory
 from lpmpi.engine import bus_factor  # noqa: F401 (lpmpi.bench re-exports it)
@@ -46,6 +46,8 @@ class Case:
     algorithm: str | None
     chunk_bytes: int | None = None
     transport: str | None = None
+    #: --compression: the call's compression= (lossy; rows labelled e.g. ``auto+int8``)
+    compression: str | None = None
 
 
 @dataclass
@@ -111,6 +113,7 @@ class Row:
     selected_chunk_bytes: int | None = None
     error: str | None = None
     transport: str | None = None          # the case's node-local transport (--transports)
+    compression: str | None = None        # the case's compression= (--compression)
 
 
 def resolve_dtype(name: str) -> np.dtype:
@@ -135,13 +138,19 @@ def mpi_op(op: str) -> Any:
 
 
 def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int | None, op: str,
-                transports: Sequence[str] | None = None) -> list[Case]:
+                transports: Sequence[str] | None = None,
+                compressions: Sequence[str] = ()) -> list[Case]:
     """The cases of one collective: its algorithms (``native`` first), ``auto``, ``mpi4py``.
 
     ``names`` restricts them (names not valid for this collective are skipped).  ``chunk_bytes``
     goes to the explicit algorithms; ``auto`` keeps its own choice.  ``transports`` (host memory,
     of :data:`lpmpi.engine.TRANSPORTS`): an algorithm that has transports
     (:func:`lpmpi.engine.has_transports`) is one case per transport instead, ``ring@shm``.
+    ``compressions``: one more ``auto`` case per compression, ``auto+int8`` (the collectives
+    that take compression=; lossy, checked against the bounds of docs/compression.md).
+
+    >>> [c.label for c in build_cases("allreduce", ["auto"], None, "sum", None, ["bf16", "int8"])]
+    ['auto', 'auto+bf16', 'auto+int8']
     """
     algs = list(lpmpi.algorithms(collective))
     algs.sort(key=lambda a: a != NATIVE)  # native first: the baseline row
@@ -161,6 +170,8 @@ def build_cases(collective: str, names: Sequence[str] | None, chunk_bytes: int |
                       for tp in transports if tp in engine.ring_transports(collective)]
         else:
             cases.append(Case(label, label, chunk_bytes))
+    if collective in _core._cz_collectives():
+        cases += [Case(f"{AUTO}+{c}", AUTO, compression=c) for c in compressions]
     return cases
 
 
@@ -206,6 +217,8 @@ def make_call(
     kw: dict[str, Any] = {"algorithm": case.algorithm, "chunk_bytes": case.chunk_bytes}
     if acc_dtype is not None:
         kw["acc_dtype"] = acc_dtype
+    if case.compression is not None:
+        kw["compression"] = case.compression
     counts = equal_counts(collective, bufs, comm.Get_size()) if info.send_counts or info.recv_counts else None
     call = functools.partial(lpmpi_function(collective), *info.lpmpi_args(bufs.send, bufs.recv, op, root, comm,
                                                                            counts), **kw)

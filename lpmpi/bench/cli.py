@@ -139,6 +139,15 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
         f"({','.join(TRANSPORTS)}), rows labelled e.g. ring@shm, instead of once over the engine's "
         "choice (--compare-grid: default every transport the communicator has)",
     )
+    p.add_argument(
+        "--compression",
+        type=csv_list,
+        default=[],
+        help="the plain table, allreduce / reduce_scatter / allgather of floating data: one more "
+        "row per compression of this list (bf16,int8,int4), auto with compression= (lossy: "
+        "checked against docs/compression.md's bounds, not against native's bits), labelled e.g. "
+        "auto+int8",
+    )
     p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
                    help=f"warm-up repetitions per size, every algorithm once each (default {DEFAULT_WARMUP})")
     p.add_argument("--reps", type=int,
@@ -266,6 +275,17 @@ def _validate(p: argparse.ArgumentParser, args: argparse.Namespace, nprocs: int)
                     f"(known: {', '.join(TRANSPORTS)})")
         if args.memory != "host" or any(m not in ("forms", "compare_grid") for m in modes):
             p.error("--transports applies to the plain table, --forms and --compare-grid on host memory")
+    if args.compression:
+        known = lpmpi._core.COMPRESSIONS
+        bad = [c for c in args.compression if c not in known]
+        if bad:
+            p.error(f"--compression: unknown {', '.join(bad)} (known: {', '.join(known)})")
+        if modes or args.memory != "host":
+            p.error("--compression adds rows to the plain table on host memory")
+        if dtype.kind != "f" and dtype.name != "bfloat16":
+            p.error(f"--compression needs floating data (--dtype float32 ...), not {dtype.name}")
+        if args.op not in ("sum", "avg"):
+            p.error(f"--compression: op sum or avg, not {args.op}")
     if args.peers:
         if args.collective not in GLOO_CALLS or args.memory != "host":
             p.error(f"--peers compares {', '.join(GLOO_CALLS)} on host memory (--collective)")
@@ -339,7 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     node_rows: list[dict[str, Any]] = []
     summaries: dict[str, Any] = {}
     for collective in collectives:
-        cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op, transports)
+        cases = build_cases(collective, args.algorithms, args.chunk_bytes, args.op, transports,
+                            args.compression)
         if args.peers:
             cases.append(Case(GLOO, None))
         if not backend.mpi_readable:  # --memory cuda, MPI not CUDA-aware

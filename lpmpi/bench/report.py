@@ -67,8 +67,8 @@ def format_row(row: Row) -> str:
     """One line of the results table."""
     speed = "-" if row.speedup_vs_native is None else f"{row.speedup_vs_native:.2f}x"
     note = ""
-    if row.label == AUTO and row.selected_algorithm is not None:
-        note = f"-> {row.selected_algorithm}"
+    if row.algorithm == AUTO and row.selected_algorithm is not None:
+        note = f"-> {row.selected_algorithm}" + (f" ({row.compression} on the wire)" if row.compression else "")
         if row.selected_chunk_bytes:
             note += f", chunk {format_bytes(row.selected_chunk_bytes)}"
     elif row.label == MPI4PY:
@@ -167,6 +167,15 @@ def summarize(rows: Sequence[Row]) -> tuple[list[str], dict[str, Any]]:
         data["auto_speedup_vs_gloo"] = {str(n): u for n, u in ups.items()}
         lines.append("auto's speed-up over torch.distributed gloo: "
                      + ", ".join(f"{format_bytes(n)} {u:.2f}x" for n, u in ups.items()))
+    for comp in dict.fromkeys(r.compression for r in rows if r.compression):   # --compression
+        label = f"{AUTO}+{comp}"
+        sizes = sorted(n for (lb, n) in by if lb == label and (AUTO, n) in by
+                       and by[(label, n)].time_us and by[(AUTO, n)].time_us)
+        if sizes:
+            ups = {n: by[(AUTO, n)].time_us / by[(label, n)].time_us for n in sizes}
+            data.setdefault("compressed_speedup_vs_auto", {})[comp] = {str(n): u for n, u in ups.items()}
+            lines.append(f"{label}'s speed-up over uncompressed auto: "
+                         + ", ".join(f"{format_bytes(n)} {u:.2f}x" for n, u in ups.items()))
     return lines, data
 
 

@@ -40,7 +40,7 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
         reference = native_reference(comm, s, bufs, count, native)
     rows = {
         c.label: Row(s.collective, c.label, c.algorithm, c.chunk_bytes, nbytes, count, s.dtype.name,
-                     s.op, root, nprocs, transport=c.transport)
+                     s.op, root, nprocs, transport=c.transport, compression=c.compression)
         for c in cases
     }
     calls: dict[str, Callable[[], Any]] = {}
@@ -50,7 +50,7 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
         if case.algorithm == AUTO:
             try:
                 row.selected_algorithm, row.selected_chunk_bytes = lpmpi.select(
-                    s.collective, nbytes, comm, memory=memory)
+                    s.collective, nbytes, comm, memory=memory, compression=case.compression)
             except Exception as exc:  # noqa: BLE001 - shown in the row
                 row.selected_algorithm = f"? ({type(exc).__name__})"
         call = make_call(case, s.collective, bufs, s.op, s.root, comm)
@@ -81,7 +81,7 @@ def run_size(comm: MPI.Comm, s: Settings, count: int, cases: Sequence[Case]) -> 
         if bound_us and row.time_us:
             row.bound_us, row.bound_copy_GBps, row.of_bound = bound_us, copy, bound_us / row.time_us
         if s.check:
-            row.error = check_case(comm, s, calls[label], bufs, reference)
+            row.error = check_case(comm, s, calls[label], bufs, reference, rows[label].compression)
             row.check = "ok" if row.error is None else "MISMATCH"
     return list(rows.values())
 

@@ -235,6 +235,39 @@ def native_reference(
     return idx, expected, result
 
 
+#: per compression: the bound's factor of block maxima (docs/compression.md: bf16 2^-8 of the
+#: magnitudes, int8 1 / 254, int4 1 / 14 of each block's maximum)
+CZ_FACTOR = {"bf16": 2.0 ** -8, "int8": 1 / 254, "int4": 1 / 14}
+
+
+def _within_bound(comm: MPI.Comm, collective: str, compression: str, orig: np.ndarray,
+                  result: np.ndarray, reference: Reference) -> str | None:
+    """A compressed result against the reference (native's, else numpy's sample), within the
+    two-roundings bound taken coarsely with every block's maximum replaced by the whole
+    array's: factor * (sum over ranks of max |x_r| + max |result|) (allgather, one rounding:
+    factor * max over ranks of max |x_r|), plus float32 accumulation.  Call on every rank."""
+    idx, expected, full = reference
+    mags = comm.allgather(float(np.max(np.abs(orig.astype(np.float64)), initial=0.0)))
+    if full is not None:
+        got, want = result.astype(np.float64), full.reshape(-1).astype(np.float64)
+    elif idx is not None and expected is not None:
+        got = result[idx.astype(np.intp)].astype(np.float64)
+        want = np.asarray(expected, np.float64)
+    else:
+        return None
+    f = CZ_FACTOR[compression]
+    top = float(np.max(np.abs(want), initial=0.0))
+    bound = f * max(mags) if collective == "allgather" else f * (sum(mags) + top)
+    bound += 1e-6 * (sum(mags) + top)                     # float32 accumulation
+    err = np.abs(got - want)
+    bad = np.flatnonzero(~(err <= bound))
+    if bad.size:
+        i = int(bad[0])
+        return (f"{bad.size} of {got.size} elements beyond {compression}'s bound {bound:.3g}; "
+                f"first [{i}]: {got[i]!r}, not {want[i]!r}")
+    return None
+
+
 def _diff(result: np.ndarray, ref: np.ndarray, what: str, where: np.ndarray | None = None) -> str:
     """Describe how flat ``result`` differs from ``ref``: how many elements, and the first one.
 
@@ -257,6 +290,7 @@ def check_case(
     call: Callable[[], Any],
     bufs: Buffers,
     reference: Reference,
+    compression: str | None = None,
 ) -> str | None:
     """Run ``call`` once on sentinel-filled outputs and check the result on every rank.
 
@@ -286,6 +320,8 @@ def check_case(
         elif not info.gets_result(rank, s.root):
             if not np.all(_flat_bytes(result) == SENTINEL):
                 why = "recvbuf written on a non-root rank"
+        elif compression is not None:
+            why = _within_bound(comm, s.collective, compression, bufs.orig, result, reference)
         elif full is not None and not same_result(result, full, s.dtype, nprocs):
             why = _diff(result, full.reshape(-1), NATIVE)
         elif idx is not None and expected is not None:

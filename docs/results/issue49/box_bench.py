@@ -10,7 +10,6 @@ NIC sent per call (read from its eth0 inside the node), and the result's error a
 uncompressed one.
 """
 import json
-import os
 import sys
 import time
 
