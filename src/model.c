@@ -84,6 +84,11 @@ size_t lp_best_chunk(int alg, int P, int nodes, size_t nbytes) {
     return lp_best_chunk_with(&lp_model, alg, P, nodes, nbytes);
 }
 
+/* the piece size of a compressed call under the current model (registry.c's lp_cz_chunk) */
+size_t lp_cz_chunk_of(int comp, size_t esize, int P, int nodes, size_t nbytes) {
+    return lp_cz_chunk(&lp_model, comp, esize, P, nodes, nbytes);
+}
+
 /* golden-section search over log(chunk) in [1, n] of the registry's cost; the formulas are
  * unimodal in the chunk (a latency term falling like n/c, a fill term growing like c), up to
  * the steps of ceil(n/c), so the search lands within a few percent of the true optimum */

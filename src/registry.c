@@ -182,9 +182,6 @@ static double cost_cz_pieces(const lp_model_t *m, int comp, size_t esize, int L,
     double lo = net < cpu ? net : cpu, hi = net < cpu ? cpu : net;
     return hi + lo / K + (double)K * (2.0 * (L - 1) + 4.0 * (N - 1) + 5.0) * m->alpha;
 }
-size_t lp_cz_chunk_of(int comp, size_t esize, int P, int nodes, size_t nbytes) {
-    return lp_cz_chunk(&lp_model, comp, esize, P, nodes, nbytes);
-}
 size_t lp_cz_chunk(const lp_model_t *m, int comp, size_t esize, int P, int nodes, size_t n) {
     if (nodes < 2 || P % nodes || P / nodes < 2 || !esize) return n;       /* (no hierarchy) */
     int best = 1;

@@ -102,6 +102,7 @@ int main(int argc, char **argv) {
     for (int alg = 0; alg < lp_algo_count(); alg++) {
         lp_coll_t coll = (lp_coll_t)lp_algo_coll(alg);
         const char *name = lp_algo_name(alg);
+        if (lp_algo_wire(alg)) continue;   /* compressed calls only (lossy; tests/compress_cases.py) */
         int has_op, has_root, input, result, sblocks, rblocks, shm, vcounts;
         lp_coll_traits(coll, &has_op, &has_root, &input, &result, &sblocks, &rblocks, &shm, &vcounts);
         if (sblocks != 1 || rblocks != 1) continue;   /* the collectives with a block per rank: their

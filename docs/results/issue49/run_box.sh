@@ -11,6 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PY:-$(cd "$HERE/../../.." && pwd)/.venv/bin/python}
 cd "$HERE/../../../tests" || exit 1          # the installed lpmpi, not the source tree
 LAUNCHES=${LAUNCHES:-4}
+LAYOUTS=${LAYOUTS:-1,1 2,2 1,1,1,1}
 box() { timeout 120 "$PY" -m lpmpi.cluster "$@"; }
 one() {   # one launch: $1 layout, $2 out file, $3 sizes, $4 reps, $5 bind (0/1)
     local bind=(); [ "$5" = 1 ] && bind=(--bind)
@@ -19,7 +20,7 @@ one() {   # one launch: $1 layout, $2 out file, $3 sizes, $4 reps, $5 bind (0/1)
     grep '^{' "$2.tmp" > "$2" || { echo "launch failed: $2"; cat "$2.err" | tail -5; }
     rm -f "$2.tmp"
 }
-for layout in 1,1 2,2 1,1,1,1; do
+for layout in $LAYOUTS; do
     nodes=$(echo "$layout" | tr ',' '\n' | wc -l)
     box down >/dev/null 2>&1
     box up --nodes "$nodes" --rate 1gbit >/dev/null || exit 1
@@ -28,7 +29,7 @@ for layout in 1,1 2,2 1,1,1,1; do
         one "$layout" "$OUT/layout_${layout//,/x}_$i.json" 16,64 5 $((i % 2))
     done
 done
-for rate in 1gbit 2500mbit 5gbit 10gbit; do
+for rate in ${RATES:-1gbit 2500mbit 5gbit 10gbit none}; do
     box down >/dev/null 2>&1
     box up --nodes 2 --rate "$rate" >/dev/null || exit 1
     for i in 1 2; do

@@ -58,8 +58,9 @@ def layouts(d):
 
 
 def rates(d, png):
-    order = ["1gbit", "2500mbit", "5gbit", "10gbit"]
-    gbit = {"1gbit": 1, "2500mbit": 2.5, "5gbit": 5, "10gbit": 10}
+    order = ["1gbit", "2500mbit", "5gbit", "10gbit", "none"]
+    # "none": the NICs unshaped (veth pairs: their speed is the CPU's), drawn at 40
+    gbit = {"1gbit": 1, "2500mbit": 2.5, "5gbit": 5, "10gbit": 10, "none": 40}
     have = {r: load(os.path.join(d, f"rate_{r}_*.json")) for r in order}
     have = {r: v for r, v in have.items() if v}
     if not have:
@@ -71,7 +72,8 @@ def rates(d, png):
     lines = ["| link rate | auto (uncompressed) | " + " | ".join(MODES) + " |",
              "|---|---|" + "---|" * len(MODES)]
     for r in have:
-        lines.append(f"| {gbit[r]:g} Gbit/s | {med[r]['None'] * 1e3:.1f} ms | " + " | ".join(
+        rate = "unshaped" if r == "none" else f"{gbit[r]:g} Gbit/s"
+        lines.append(f"| {rate} | {med[r]['None'] * 1e3:.1f} ms | " + " | ".join(
             f"{med[r][m] * 1e3:.1f} ms ({med[r]['None'] / med[r][m]:.2f}x)" for m in MODES) + " |")
     if png:
         import matplotlib
@@ -82,11 +84,12 @@ def rates(d, png):
         for k, style in zip(keys, ("o-", "s-", "^-", "v-")):
             ax.plot(xs, [med[r][k] * 1e3 for r in have], style, label="uncompressed (auto)" if k == "None" else k)
         # the link bound of the uncompressed message (2 (N - 1) / N n per NIC, N = 2)
-        ax.plot(xs, [mib * 2 ** 20 * 8 / (x * 1e9) * 1e3 for x in xs], "k:", label="link bound, uncompressed")
+        shaped = [x for r, x in zip(have, xs) if r != "none"]
+        ax.plot(shaped, [mib * 2 ** 20 * 8 / (x * 1e9) * 1e3 for x in shaped], "k:", label="link bound, uncompressed")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(xs)
-        ax.set_xticklabels([f"{x:g}" for x in xs])
+        ax.set_xticklabels(["unshaped" if r == "none" else f"{gbit[r]:g}" for r in have])
         ax.set_xlabel("link rate (Gbit/s per NIC)")
         ax.set_ylabel(f"allreduce time (ms), {mib} MiB float32")
         ax.set_title("2 nodes x 1 rank, cluster in a box: where the codecs, not the link, set the time",
