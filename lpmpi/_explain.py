@@ -141,14 +141,16 @@ def _compressed(collective: str, nbytes: int, comm: Any, memory: str, compressio
     chunk = None
     if node and nodes > 1:
         per = node.count(node[0])
-        if collective == "allreduce" and per > 1 and all(node.count(v) == per for v in set(node)):
+        if collective == "allreduce" and all(node.count(v) == per for v in set(node)):
             chunk = _core._cz_chunk(collective, nbytes, comm, compression, itemsize)
             pieces = f" in {-(-nbytes // chunk)} pieces of about {chunk} B (the model's)" if chunk else ""
+            how = ("an exact reduce-scatter within each node (float32 sums), the compressed direct allreduce "
+                   "across the nodes on each rank's shard (two roundings), an exact allgather within the node"
+                   if per > 1 else "the compressed direct allreduce across the nodes (two roundings), the "
+                   "pieces' codecs overlapping the network")
             text = (f"{compression} on the wire: {n} elements of {itemsize} B ({nbytes} B) encode to {wire} B "
-                    f"({wire / max(nbytes, 1):.3f} of the data); {nodes} nodes of {per} ranks{pieces}: "
-                    "an exact reduce-scatter within each node (float32 sums), the compressed direct allreduce "
-                    "across the nodes on each rank's shard (two roundings), an exact allgather within the node; "
-                    f"each NIC sends about {2 * (nodes - 1) / nodes * wire:.0f} B")
+                    f"({wire / max(nbytes, 1):.3f} of the data); {nodes} nodes of {per} rank{'s' if per > 1 else ''}"
+                    f"{pieces}: {how}; each NIC sends about {2 * (nodes - 1) / nodes * wire:.0f} B")
         else:
             text += f"; across {nodes} nodes each NIC sends about {per * phases * (P - per) * per_peer:.0f} B"
     elif node:

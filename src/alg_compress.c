@@ -22,8 +22,8 @@
  *   rank 0: [x0 x1 x2] --enc--> e(x0_0) e(x0_1) e(x0_2) ---+   seg 0: x0_0 + d(e(x1_0)) + d(e(x2_0))
  *   rank 1: [x0 x1 x2] --enc--> ...                        +-> (each owner)  --enc--> gathered --dec
  *
- * Several nodes of L > 1 ranks each (allreduce; the same L on every node): exact within the
- * node, encoded only across it, still two roundings (hier_*, below):
+ * Several nodes of L ranks each (allreduce; the same L on every node, L = 1 included): exact
+ * within the node, encoded only across it, still two roundings (hier_*, below):
  *   node reduce-scatter  each rank sends shard m of its input (L near-equal runs of whole
  *              blocks) to its node's rank m, raw; rank l sums shard l in float32 (rank order);
  *   across     the ranks with the same l on the N nodes run the direct compressed allreduce
@@ -111,8 +111,9 @@ static lp_lane_t *local(lp_req_t *r, const lp_args_t *a, int sub, size_t steps) 
  * The message goes in K pieces (the call's chunk: lp_cz_chunk, registry.c), each through the
  * nine stages below in a wavefront: phase t runs stage t - p of every piece p, so that one
  * piece's codec and node-local work runs while another's encoded bytes are on the network.
- * With K > 1 each exchange stage talks to one peer (two lanes), and K <= KMAX keeps a phase
- * within LP_LANES_MAX; every (peer, tag) stream carries its pieces in order on both sides. */
+ * An exchange stage talks to X peers at once (two lanes each: as many as a phase's lanes,
+ * every piece's stage in it, allow within LP_LANES_MAX; hlanes); every (peer, tag) stream
+ * carries its pieces in order on both sides. */
 enum { KMAX = 8 };
 typedef struct {
     int L, N, l, k, K, X;     /* ranks a node, nodes, my place, my node; pieces; peers a stage */
@@ -129,12 +130,40 @@ static void piece(const lp_args_t *a, hier_t *h, int p) {
     h->Sh = round_up((h->pn + (size_t)h->L - 1) / (size_t)h->L, 256);
 }
 
-/* the hierarchy of a (1; piece 0 current), or 0: a one-node or uneven layout runs flat */
+static int hgroups(const hier_t *h, int n) { return (n - 1 + h->X - 1) / h->X; }
+
+/* stages of a piece: node exchange (GL), node sum, encode, cross exchange (GN), cross sum,
+ * encode result, cross gather (GN), decode, node gather (GL); phases: K - 1 more */
+static int hstages(const hier_t *h) { return 2 * hgroups(h, h->L) + 2 * hgroups(h, h->N) + 5; }
+/* lanes of a piece's stage s (at most: 2 X an exchange, 1 a local step) */
+static int hstage_lanes(const hier_t *h, int s) {
+    const int GL = hgroups(h, h->L), GN = hgroups(h, h->N);
+    const int len[] = {GL, 2, GN, 2, GN, 1, GL}, ex[] = {1, 0, 1, 0, 1, 0, 1};
+    for (int b = 0; b < 7; s -= len[b++])
+        if (s < len[b]) return ex[b] ? 2 * h->X : 1;
+    return 0;
+}
+/* the most lanes a phase of the wavefront opens (stage t - p of every piece p) */
+static int hlanes(const hier_t *h) {
+    const int S = hstages(h);
+    int most = 0;
+    for (int t = 0; t < S + h->K - 1; t++) {
+        int n = 0;
+        for (int p = 0; p < h->K; p++)
+            if (t - p >= 0 && t - p < S) n += hstage_lanes(h, t - p);
+        if (n > most) most = n;
+    }
+    return most;
+}
+
+/* the hierarchy of a (1; piece 0 current), or 0: a one-node or uneven layout runs flat.  One
+ * rank a node (L = 1) takes this path too, for its pieces: the node stages are then empty but
+ * for the node sum (a copy into the accumulator's type) */
 static int hier(const lp_args_t *a, hier_t *h) {
-    if (a->coll != LP_ALLREDUCE || !a->order || !a->node || a->size < 4) return 0;
+    if (a->coll != LP_ALLREDUCE || !a->order || !a->node || a->size < 2) return 0;
     int L = 0;
     for (int r = 0; r < a->size; r++) L += a->node[r] == a->node[0];
-    if (L < 2 || a->size % L) return 0;
+    if (a->size % L || a->size / L < 2) return 0;
     for (int r = 0; r < a->size; r++) {              /* every node has L ranks */
         int c = 0;
         for (int q = 0; q < a->size; q++) c += a->node[q] == a->node[r];
@@ -150,7 +179,10 @@ static int hier(const lp_args_t *a, hier_t *h) {
     size_t least = round_up((a->count + KMAX - 1) / KMAX, unit);
     h->c = c > least ? c : least;
     h->K = a->count > h->c ? (int)((a->count + h->c - 1) / h->c) : 1;
-    h->X = h->K > 1 ? 1 : XCH;
+    /* peers a stage: all of them (up to XCH) as long as a phase's lanes (every piece's stage
+     * in it) fit LP_LANES_MAX */
+    int X = (h->L > h->N ? h->L : h->N) - 1;
+    for (h->X = X < XCH ? X : XCH; h->X > 1 && hlanes(h) > LP_LANES_MAX; h->X--) {}
     piece(a, h, 0);
     return 1;
 }
@@ -208,11 +240,6 @@ static size_t hstride(const lp_args_t *a, const hier_t *h) {
 }
 enum { H_NODE_SUM = 16, H_ENC_X, H_X_SUM, H_ENC_RES, H_DEC_X };
 
-static int hgroups(const hier_t *h, int n) { return (n - 1 + h->X - 1) / h->X; }
-
-/* stages of a piece: node exchange (GL), node sum, encode, cross exchange (GN), cross sum,
- * encode result, cross gather (GN), decode, node gather (GL); phases: K - 1 more */
-static int hstages(const hier_t *h) { return 2 * hgroups(h, h->L) + 2 * hgroups(h, h->N) + 5; }
 
 /* a local step of piece p (its work area as the lane's region: hstep finds the piece by it) */
 static void hlocal(lp_req_t *r, const lp_args_t *a, int sub, size_t steps, char *pw) {
@@ -301,8 +328,12 @@ static int hstep(const lp_lane_t *l, size_t k, hier_t *h) {
     const lp_dtype_t at = acc64(a) ? LP_FLOAT64 : LP_FLOAT32;
     size_t so, sn, o, n;
     shard(a, h, h->l, &so, &sn);
+    /* the node sum of shard l: one rank a node with data of the accumulator's type reads its
+     * input in place (no copy) */
+    const char *nsum = h->L == 1 && a->dt == at ? a->sbuf + so * es : w + L.acc;
     switch (l->sub) {
     case H_NODE_SUM:                                /* shard l: the node's inputs in rank order */
+        if (nsum != w + L.acc) return LP_OK;
         for (int m = 0; m < h->L && sn; m++) {
             const char *src = m == h->l ? a->sbuf + so * es : w + L.raw + (size_t)m * L.slot;
             lp_cz_widen(a->dt, src, sn, w + L.acc, m > 0);
@@ -311,12 +342,12 @@ static int hstep(const lp_lane_t *l, size_t k, hier_t *h) {
     case H_ENC_X:                                   /* cross segment k of the node sum */
         if ((int)k == h->k) return LP_OK;
         xseg(a, h, (int)k, &o, &n);
-        if (n) lp_cz_encode(a->comp, at, w + L.acc + (o - so) * as, n, w + L.in + xoff(a, h, (int)k));
+        if (n) lp_cz_encode(a->comp, at, nsum + (o - so) * as, n, w + L.in + xoff(a, h, (int)k));
         return LP_OK;
     case H_X_SUM:                                   /* my cross segment: the nodes' sums in order */
         xseg(a, h, h->k, &o, &n);
         for (int j = 0; j < h->N && n; j++) {
-            if (j == h->k) lp_cz_widen(at, w + L.acc + (o - so) * as, n, w + L.xacc, j > 0);
+            if (j == h->k) lp_cz_widen(at, nsum + (o - so) * as, n, w + L.xacc, j > 0);
             else lp_cz_decode_acc(a->comp, acc64(a), w + L.recv + (size_t)j * L.xslot, n, w + L.xacc, j > 0);
         }
         if (n && a->op == LP_AVG) lp_scale(w + L.xacc, n, at, (double)a->size);

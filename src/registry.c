@@ -183,7 +183,7 @@ static double cost_cz_pieces(const lp_model_t *m, int comp, size_t esize, int L,
     return hi + lo / K + (double)K * (2.0 * (L - 1) + 4.0 * (N - 1) + 5.0) * m->alpha;
 }
 size_t lp_cz_chunk(const lp_model_t *m, int comp, size_t esize, int P, int nodes, size_t n) {
-    if (nodes < 2 || P % nodes || P / nodes < 2 || !esize) return n;       /* (no hierarchy) */
+    if (nodes < 2 || P % nodes || !esize) return n;       /* (no hierarchy) */
     int best = 1;
     double tbest = 0;
     for (int K = 1; K <= 8; K *= 2) {

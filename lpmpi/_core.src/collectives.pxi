@@ -35,10 +35,10 @@ def allreduce(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", c
     Returns ``recvbuf`` (a new array like ``sendbuf`` when None).  In place: ``sendbuf`` is
     ``lpmpi.IN_PLACE`` (then ``recvbuf`` holds the input) or ``recvbuf is sendbuf``.
 
-    >>> import numpy as np, lpmpi
     ``compression`` ("bf16", "int8", "int4"; float data, sum or avg): the data crosses the
     wire encoded, every value rounded at most twice, sums in float32 (docs/compression.md).
 
+    >>> import numpy as np, lpmpi
     >>> y = lpmpi.allreduce(np.ones(4, np.float32))   # doctest: +SKIP
     """
     cdef Message m = _allreduce_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes,
@@ -83,10 +83,10 @@ def allgather(sendbuf, recvbuf=None, comm=None, *, algorithm="auto", chunk_bytes
     ``sendbuf`` is ``lpmpi.IN_PLACE`` and each rank's block is already at its place in
     ``recvbuf``.  Host memory.
 
-    >>> import numpy as np, lpmpi
     ``compression`` ("bf16", "int8", "int4"; float data): each block crosses the wire encoded,
     rounded once, and every rank (its owner too) holds the decoded values (docs/compression.md).
 
+    >>> import numpy as np, lpmpi
     >>> y = lpmpi.allgather(np.full(4, 1.0))   # doctest: +SKIP
     """
     cdef Message m = _allgather_message(sendbuf, recvbuf, comm, algorithm, chunk_bytes, compression)
@@ -106,10 +106,10 @@ def reduce_scatter(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="aut
     recvbuf new and 1-D when None).  ``acc_dtype="float32"``
     (float16/bfloat16 data, sum or avg): accumulated in float32, the result rounded once.
 
-    >>> import numpy as np, lpmpi
     ``compression`` ("bf16", "int8", "int4"; float data, sum or avg): the blocks cross the wire
     encoded, rounded once, summed in float32 (docs/compression.md).
 
+    >>> import numpy as np, lpmpi
     >>> y = lpmpi.reduce_scatter(np.ones((2, 4)))   # doctest: +SKIP
     """
     cdef Message m = _reduce_scatter_message(sendbuf, recvbuf, op, comm, algorithm, chunk_bytes, acc_dtype, counts,

@@ -727,6 +727,8 @@ cdef class Message:
     cdef int set_comp(self, compression, algorithm) except -1:
         """compression= (docs/compression.md): checked on every rank before any communication
         (LPMPI_CHECK's ranks learn of a local error), the call's row resolved."""
+        if compression is None and (self.alg < 0 or not lp_algo_wire(self.alg)):
+            return 0                      # uncompressed: comp stays LP_COMP_NONE (per-call cost)
         try:
             self.comp, self.alg = _comp_check(self.coll, self.s.dtype, self.op, self.s.mem,
                                               self.acc, self.alg, algorithm, compression)
