@@ -13,8 +13,13 @@
  *             transports) in rounds of interleaved calls (A B C A B C ...).  After each round
  *             every rank has the same numbers: the per-call times of the round, reduced with
  *             one MPI_MAX (an MPI_Iallreduce on a private duplicate of the communicator, issued
- *             right after the round's last call, waited for at the key's next call); the
- *             candidates slower than the best by the round's factor (3, 1.5, 1.2) are dropped;
+ *             right after the round's last call, waited for at the key's next call).  A
+ *             candidate's first call is its warm-up (a plan, the first use of a transport or of
+ *             the MPI library's algorithm: Intel MPI's took 30 us where its later calls take 4):
+ *             its time never decides.  The candidates slower than the best by the round's
+ *             factor are dropped: 3x after the first round (one sample each; MPI's own is never
+ *             dropped there), 1.5x and 1.2x later, on AT_KMIN samples at least, and MPI's own
+ *             never on fewer samples than the leader has;
  *             after the third round the leader's untried neighbours (chunk x2, /2, its other
  *             transports) join it for rounds 2 and 3 again (twice at most: a hill climb), then
  *             the choice is lp_tune_decide's.
@@ -74,10 +79,13 @@ int lp_tune_decide(const double *t, int n, int prefer, double tie) {
 #define AT_KEEP 16         /* samples kept per candidate */
 #define MISSING 1e200      /* a slot with no time (dropped after the MAX) */
 #define FAILED 1e300       /* a call that failed on some rank */
-static const double round_factor[] = {3.0, 1.5, 1.2};   /* drop past this x the best, per round (the
-                                                          first: one call each, first uses included) */
-static const int round_reps[] = {1, 2, 4};               /* calls per candidate, per round */
+static const double round_factor[] = {3.0, 1.5, 1.2};   /* drop past this x the best, per round */
+static const int round_reps[] = {2, 2, 4};               /* calls per candidate, per round (the first
+                                                          call of a candidate: its warm-up, apart) */
 #define NROUNDS 3
+#define AT_KMIN 3           /* samples a candidate has before the 1.5x and 1.2x cuts may drop it;
+                               a first call's time (Intel MPI's first use of its algorithm: 30 us
+                               where it then takes 4) never counts (issue 50) */
 #define AT_REFINES 2        /* neighbour rounds around the leader before settling */
 #define AT_FIRST 10         /* candidates of the first round at most */
 #define AT_BUDGET 64        /* calls of one exploration at most: it settles before a round would pass it */
@@ -95,6 +103,8 @@ typedef struct lp_at_key {
     double ts[AT_MAXC][AT_KEEP];   /* agreed times per candidate (the last AT_KEEP) */
     int nts[AT_MAXC];
     int failed[AT_MAXC];
+    int warm[AT_MAXC];             /* its first call (plan, first use of a transport or of the MPI
+                                      library's algorithm) ran: that call's time never decides */
     int prev[AT_MAXC], nprev;      /* earlier winners (re-exploration tries them first) */
     /* the window: slots in call order, each a candidate and this rank's time */
     int wlen, wn, wc[AT_WIN];
@@ -324,6 +334,11 @@ static void apply(lp_at_key_t *k) {
             continue;
         }
         if (t >= MISSING * 0.5) continue;
+        if (I->state == AT_EXPLORE && !k->warm[c]) {  /* its first call: measured apart */
+            k->warm[c] = 1;
+            I->explore_seconds += t;
+            continue;
+        }
         if (I->state == AT_EXPLORE) {
             I->explore_seconds += t;
             int n = k->nts[c] < AT_KEEP ? k->nts[c]++ : (memmove(k->ts[c], k->ts[c] + 1, (AT_KEEP - 1) *
@@ -339,13 +354,20 @@ static void apply(lp_at_key_t *k) {
     if (I->state == AT_EXPLORE && !added) return;    /* nothing measured: the round goes on */
     if (I->state == AT_EXPLORE) {
         double best = INFINITY;
+        int lead = -1;
         for (int i = 0; i < I->ncand; i++) {
             I->median[i] = k->nts[i] ? lp_tune_median(k->ts[i], (size_t)k->nts[i]) : NAN;
-            if (I->alive[i] && k->nts[i] && I->median[i] < best) best = I->median[i];
+            if (I->alive[i] && k->nts[i] && I->median[i] < best) { best = I->median[i]; lead = i; }
         }
         int na = 0;
         for (int i = 0; i < I->ncand; i++) {
-            if (I->alive[i] && k->nts[i] && lp_tune_pruned(I->median[i], best, round_factor[k->round]))
+            /* after the first round (a warm-up and one sample each) only the far slower go (3x:
+             * the cost of an exploration is theirs), MPI's own stays; later, a candidate goes on
+             * AT_KMIN samples or more, MPI's own never on fewer than the leader has */
+            int judged = k->round == 0 ? k->nts[i] >= 1 && i != I->native
+                                       : k->nts[i] >= AT_KMIN &&
+                                         !(i == I->native && lead >= 0 && k->nts[i] < k->nts[lead]);
+            if (I->alive[i] && judged && lp_tune_pruned(I->median[i], best, round_factor[k->round]))
                 I->alive[i] = 0;
             na += I->alive[i];
         }
