@@ -21,8 +21,11 @@
  *             dropped there), 1.5x and 1.2x later, on AT_KMIN samples at least, and MPI's own
  *             never on fewer samples than the leader has;
  *             after the third round the leader's untried neighbours (chunk x2, /2, its other
- *             transports) join it for rounds 2 and 3 again (twice at most: a hill climb), then
- *             the choice is lp_tune_decide's.
+ *             transports) join it for rounds 2 and 3 again (twice at most: a hill climb); then
+ *             the finalists (the leader, MPI's own, the runner-up) run in blocks of AT_BLOCK
+ *             consecutive calls, as the program will run its choice, and the blocks' medians
+ *             (each block's first call apart) decide: lp_tune_decide's choice, MPI's own within
+ *             a tie.  Rounds and blocks together: 64 calls at most.
  *   settled   the choice runs; its per-call times are agreed the same way once per window
  *             (window: about 100 us of calls, 16..64), the reduction waited for one window
  *             later (off the critical path).  The first settled window's median is the
@@ -88,7 +91,9 @@ static const int round_reps[] = {2, 2, 4};               /* calls per candidate,
                                where it then takes 4) never counts (issue 50) */
 #define AT_REFINES 2        /* neighbour rounds around the leader before settling */
 #define AT_FIRST 10         /* candidates of the first round at most */
-#define AT_BUDGET 64        /* calls of one exploration at most: it settles before a round would pass it */
+#define AT_FINALS 3         /* finalists confirmed in blocks: the leader, MPI's own, the runner-up */
+#define AT_BLOCK 6          /* consecutive calls of a finalist in the confirmation (the first apart) */
+#define AT_BUDGET (64 - AT_FINALS * AT_BLOCK)   /* calls of the rounds at most: settled within 64 */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
 #define DRIFT_WINDOWS 3     /* in a row: re-explore (2 re-explored on this VM's noise alone) */
 #define TIE 0.03            /* within this of MPI's own: MPI's own (lpmpi.tune's TIE) */
@@ -115,6 +120,7 @@ typedef struct lp_at_key {
     long apply_at;            /* the key's call count at which it is waited for and applied */
     MPI_Request q;
     int round, hi, lo, refines;
+    int fin[AT_FINALS], nfin;      /* confirming (nfin > 0): the finalists, in blocks */
     int cap;                  /* candidates it may hold now (AT_FIRST at first, AT_MAXC with refines) */
     long ecalls;              /* calls of this exploration (AT_BUDGET at most) */
     double ref;               /* settled: the reference time */
@@ -240,6 +246,12 @@ static void window_start(lp_at_key_t *k) {
         for (int i = 0; i < k->wlen; i++) k->wc[i] = I->choice;
         return;
     }
+    if (k->nfin) {                                   /* confirming: a block per finalist */
+        k->wlen = 0;
+        for (int f = 0; f < k->nfin; f++)
+            for (int r = 0; r < AT_BLOCK; r++) k->wc[k->wlen++] = k->fin[f];
+        return;
+    }
     int alive[AT_MAXC], na = 0;
     for (int i = 0; i < I->ncand; i++)
         if (I->alive[i]) alive[na++] = i;
@@ -254,6 +266,7 @@ static void explore(lp_at_key_t *k, int first) {
     I->state = AT_EXPLORE;
     k->round = 0;
     k->refines = 0;
+    k->nfin = 0;
     k->ecalls = 0;
     for (int i = 0; i < I->ncand; i++) {
         I->alive[i] = !k->failed[i];
@@ -272,6 +285,7 @@ static void explore(lp_at_key_t *k, int first) {
 
 static void settle(lp_at_key_t *k, int choice) {
     lp_at_info_t *I = &k->info;
+    k->nfin = 0;
     I->state = AT_SETTLED;
     I->choice = choice;
     I->seconds = I->median[choice];
@@ -320,11 +334,63 @@ static int refine(lp_at_key_t *k, int c) {
     return 1;
 }
 
+/* the rounds chose c: the finalists (c, MPI's own, the runner-up: measured and not failed) run
+ * in blocks of consecutive calls, as the program will run the choice (interleaved calls can
+ * favour a candidate: on the Xeon, Intel MPI, 64 KiB, ring over CMA took 11 us interleaved and
+ * 16 us in a row, where MPI's own took 13), and the blocks decide; c alone: settled at once */
+static void confirm(lp_at_key_t *k, int c) {
+    lp_at_info_t *I = &k->info;
+    k->nfin = 0;
+    k->fin[k->nfin++] = c;
+    if (I->native >= 0 && I->native != c && !k->failed[I->native] && k->nts[I->native])
+        k->fin[k->nfin++] = I->native;
+    int ru = -1;
+    for (int i = 0; i < I->ncand; i++)
+        if (i != c && i != I->native && I->alive[i] && k->nts[i] && !isnan(I->median[i]) &&
+            (ru < 0 || I->median[i] < I->median[ru])) ru = i;
+    if (ru >= 0) k->fin[k->nfin++] = ru;
+    if (k->nfin == 1) {
+        settle(k, c);
+        return;
+    }
+    window_start(k);
+}
+
+/* the blocks of the finalists: each block's median, its first call apart (the switch) */
+static void confirmed(lp_at_key_t *k, const double *t, const int *cand, int n) {
+    lp_at_info_t *I = &k->info;
+    double med[AT_MAXC], x[AT_BLOCK];
+    for (int i = 0; i < I->ncand; i++) med[i] = NAN;
+    for (int f = 0; f < k->nfin; f++) {
+        int nx = 0, seen = 0;
+        for (int s = 0; s < n; s++) {
+            if (cand[s] != k->fin[f] || t[s] >= MISSING * 0.5) continue;
+            if (seen++ == 0) continue;
+            if (nx < AT_BLOCK) x[nx++] = t[s];
+        }
+        if (nx) med[k->fin[f]] = lp_tune_median(x, (size_t)nx);
+    }
+    int c = lp_tune_decide(med, I->ncand, I->native, TIE);
+    if (c < 0) c = k->fin[0];
+    if (!isnan(med[c])) I->median[c] = med[c];
+    settle(k, c);
+}
+
 /* the reduced times of the last window: every rank computes the same from them */
 static void apply(lp_at_key_t *k) {
     lp_at_info_t *I = &k->info;
     double win[AT_WIN];
     int nw = 0, added = 0;
+    if (I->state == AT_EXPLORE && k->nfin) {          /* the finalists' blocks */
+        for (int s = 0; s < k->nred; s++) {
+            I->explore_seconds += k->rcv[s] < MISSING * 0.5 ? k->rcv[s] : 0;
+            if (k->rcv[s] >= FAILED * 0.5) k->failed[k->rc_[s]] = 1;
+        }
+        int n = k->nred;
+        k->nred = 0;
+        confirmed(k, k->rcv, k->rc_, n);
+        return;
+    }
     for (int s = 0; s < k->nred; s++) {
         int c = k->rc_[s];
         double t = k->rcv[s];
@@ -381,7 +447,7 @@ static void apply(lp_at_key_t *k) {
                 I->median[0] = NAN;
             }
             if (k->refines < AT_REFINES && refine(k, c)) return;   /* the leader's neighbours first */
-            settle(k, c);
+            confirm(k, c);
             return;
         }
         window_start(k);

@@ -11,19 +11,21 @@ OUT=${1:?outdir}; N=${2:-2}
 mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 PY=$ROOT/.venv/bin/python
+BUILD=${BUILD:-$ROOT}      # the lpmpi tree to run (PYTHONPATH): another build for an A/B
+TAG=${TAG:-}
 IMPI=${IMPI:-/opt/impi}
 SIZES=${SIZES:-8,4K,64K,256K,1M,16M}
 CALLS=${CALLS:-128}
 lscpu | grep "Model name" > "$OUT/cpu.txt"
 cd /tmp || exit 1
 bench() {   # $1 name, then env assignments; the launcher chosen by LIB
-    local name=$1; shift
+    local name=$1$TAG; shift
     if [ "$LIB" = impi ]; then
-        env "$@" I_MPI_FABRICS=shm LD_LIBRARY_PATH=$IMPI/lib MPI4PY_LIBMPI=$IMPI/lib/libmpi.so.12 PYTHONPATH=$ROOT \
+        env "$@" I_MPI_FABRICS=shm LD_LIBRARY_PATH=$IMPI/lib MPI4PY_LIBMPI=$IMPI/lib/libmpi.so.12 PYTHONPATH=$BUILD \
             timeout 1200 "$IMPI/bin/mpiexec" -n 2 "$PY" -m lpmpi.bench --online --sizes "$SIZES" --calls "$CALLS" \
             --json "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
     else
-        env "$@" PYTHONPATH=$ROOT timeout 1200 "$ROOT/.venv/bin/mpiexec" -n 2 $PIN "$PY" -m lpmpi.bench --online \
+        env "$@" PYTHONPATH=$BUILD timeout 1200 "$ROOT/.venv/bin/mpiexec" -n 2 $PIN "$PY" -m lpmpi.bench --online \
             --sizes "$SIZES" --calls "$CALLS" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
     fi
     echo "$(date +%T) $name: $(grep -c '^ ' "$OUT/$name.txt") rows; $(grep '^# worst' "$OUT/$name.txt")"
