@@ -63,6 +63,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -194,6 +195,26 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+#: the MPI libraries' own collective tuning variables (Intel MPI's I_MPI_ADJUST_* / I_MPI_COLL_*,
+#: Open MPI's coll MCA parameters, MPICH's algorithm CVARs): a table measured under one setting
+#: of them is not a table for another (issue 50: under I_MPI_ADJUST_ALLREDUCE=8 the shipped
+#: table's rows lost to Intel's own call by up to 0.54x)
+_MPI_TUNING = re.compile(r"^(I_MPI_ADJUST_|I_MPI_COLL_|OMPI_MCA_coll_|MPIR_CVAR_(\w*_ALGORITHM$|DEVICE_COLLECTIVES$|COLL_))")
+
+
+def mpi_tuning(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The MPI library's collective tuning variables set in ``environ`` (default: this
+    process's environment), sorted: the fingerprint's ``mpi_tuning``."""
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in sorted(env) if _MPI_TUNING.match(k)}
+
+
+def tuned_alike(table: Table, tuning: Mapping[str, str]) -> bool:
+    """True when ``table`` was measured under the MPI tuning variables ``tuning`` (a table
+    without ``mpi_tuning`` was measured with none set)."""
+    return dict(table.fingerprint.get("mpi_tuning") or {}) == dict(tuning)
+
+
 def fingerprint(comm: Any = None, memory: str = "host") -> dict[str, Any]:
     """The fingerprint of a communicator on this machine (collective: call on every rank)."""
     from mpi4py import MPI
@@ -213,6 +234,7 @@ def fingerprint(comm: Any = None, memory: str = "host") -> dict[str, Any]:
         "memory": memory,
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "mpi_tuning": mpi_tuning(),
     }
 
 
@@ -321,6 +343,9 @@ def _fingerprint_fields(fp: Any) -> dict[str, Any]:
     if fp.get("acc_dtype") not in (None, "float32") or (fp.get("acc_dtype") and fp.get("memory", "host") != "host"):
         raise TableError(f"fingerprint.acc_dtype must be absent, null or 'float32' (host memory), "
                          f"got {fp.get('acc_dtype')!r}")
+    tuning = fp.get("mpi_tuning", {})
+    if not isinstance(tuning, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tuning.items()):
+        raise TableError(f"fingerprint.mpi_tuning must be an object of strings, got {tuning!r}")
     return {**fp, "memory": fp.get("memory", "host")}
 
 
@@ -514,6 +539,9 @@ class LoadStatus:
     foreign: list[tuple[str, str]] = field(default_factory=list)
     #: shipped host tables of this library measured on another CPU model (path, cpu_model)
     other_cpu: list[tuple[str, str]] = field(default_factory=list)
+    #: shipped tables measured under other MPI tuning variables than this process's (path,
+    #: theirs as text): not applied, no warning (``lpmpi info`` lists them)
+    other_tuning: list[tuple[str, str]] = field(default_factory=list)
     cpu: str = ""
     library: str = ""
     #: LPMPI_TABLES_AS / load(tables_as=...): the shipped table whose machine the tables were
@@ -571,6 +599,9 @@ def describe(here: Mapping[str, Any]) -> list[str]:
     lines += [f"  {p}: for another MPI library ({lib})" for p, lib in st.foreign]
     lines += [f"  {p}: measured on another CPU ({c}; this one: {st.cpu}): not applied "
               f"(LPMPI_TUNING_FILE={p} applies it anyway)" for p, c in st.other_cpu]
+    here_tuning = " ".join(f"{k}={v}" for k, v in mpi_tuning().items()) or "none set"
+    lines += [f"  {p}: measured under other MPI tuning variables ({t}; here: {here_tuning}): not applied "
+              f"(LPMPI_TUNING_FILE={p} applies it anyway)" for p, t in st.other_tuning]
     if not st.tables_for(nprocs, memory):
         lines.append(f"  no table for P={nprocs} ({memory}): 'auto' uses the cost model")
     if st.model_from:
@@ -616,10 +647,12 @@ def measured_here(table: Table, cpu: str) -> bool:
     return table.memory != "host" or not isinstance(fp_cpu, str) or fp_cpu == cpu
 
 
-def _select(source: str, paths: Sequence[str], library: str, cpu: str | None = None) -> LoadStatus:
-    """Read the candidate tables; keep those for this MPI library (and, shipped host tables,
-    this CPU model), one per (P, memory)."""
+def _select(source: str, paths: Sequence[str], library: str, cpu: str | None = None,
+            tuning: Mapping[str, str] | None = None) -> LoadStatus:
+    """Read the candidate tables; keep those for this MPI library (and, shipped tables, this
+    CPU model (host tables) and these MPI tuning variables), one per (P, memory)."""
     cpu = cpu_model() if cpu is None else cpu
+    tuning = mpi_tuning() if tuning is None else tuning
     st = LoadStatus(source, library=library, cpu=cpu)
     seen: dict[tuple[int, str], str] = {}   # (P, kind): a plain and an acc_dtype table may both apply
     for path in paths:
@@ -636,6 +669,9 @@ def _select(source: str, paths: Sequence[str], library: str, cpu: str | None = N
             st.ignored.append((str(path), f"foreign: tuned with {table.fingerprint['mpi_library']!r}"))
         elif source == "shipped" and not measured_here(table, cpu):
             st.other_cpu.append((str(path), str(table.fingerprint["cpu_model"])))
+        elif source == "shipped" and not tuned_alike(table, tuning):
+            theirs = table.fingerprint.get("mpi_tuning") or {}
+            st.other_tuning.append((str(path), " ".join(f"{k}={v}" for k, v in theirs.items()) or "none set"))
         elif key in seen:
             st.ignored.append((str(path), f"another table for P={key[0]} ({key[1]}) came first: {seen[key]}"))
         else:
@@ -649,7 +685,7 @@ def _warning_text(st: LoadStatus) -> str | None:
     parts = [f"{p}: {why}" for p, why in st.ignored]
     parts += [f"{t.path}: skipped {len(t.skipped)} invalid row(s): " + "; ".join(t.skipped[:3])
               + (" ..." if len(t.skipped) > 3 else "") for t in st.applied if t.skipped]
-    if st.source == "shipped" and not st.applied and not st.other_cpu:
+    if st.source == "shipped" and not st.applied and not st.other_cpu and not st.other_tuning:
         if not st.ignored and not st.foreign:
             return None  # a build without shipped tables: nothing to warn about
         libs = sorted({library_name(lib) for _, lib in st.foreign})
@@ -705,7 +741,8 @@ def load(apply: bool = True, tables_as: str | None = None) -> LoadStatus:
         except TableError as exc:
             warnings.warn(f"lpmpi: LPMPI_TABLES_AS={tables_as!r} ignored: {exc}", TuningWarning, stacklevel=3)
             tables_as = None
-    st = _select(source, paths, library, cpu)
+    # (as on another machine: its shipped tables were measured with no MPI tuning variables set)
+    st = _select(source, paths, library, cpu, {} if tables_as else None)
     st.tables_as = tables_as or None
     st.warm = _warm_rows(st) if _warm_rows is not None else []
     warm_tables = list({id(t): t for t, _ in st.warm}.values())

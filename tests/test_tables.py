@@ -505,6 +505,36 @@ def test_shipped_host_tables_of_another_cpu_are_not_applied(tmp_path):
     assert tables.measured_here(tables.parse_table(cuda), "X")
 
 
+def test_shipped_tables_of_other_mpi_tuning_variables_are_not_applied(tmp_path):
+    """Issue 50: the MPI library's own collective tuning variables (I_MPI_ADJUST_*, Open MPI's
+    coll MCA parameters, MPICH's algorithm CVARs) are part of the fingerprint: a shipped table
+    measured with none set is passed over when one is set (listed, no warning), applies again
+    when they match; LPMPI_TUNING_FILE applies it anyway; a bad mpi_tuning is a table error."""
+    plain, adj8 = tmp_path / "plain.json", tmp_path / "adj8.json"
+    d8 = doc()
+    d8["fingerprint"] = {**d8["fingerprint"], "mpi_tuning": {"I_MPI_ADJUST_ALLREDUCE": "8"}}
+    plain.write_text(json.dumps(doc()))
+    adj8.write_text(json.dumps(d8))
+    env = {"I_MPI_ADJUST_ALLREDUCE": "8", "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1", "PATH": "/bin",
+           "OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}
+    assert tables.mpi_tuning(env) == {"I_MPI_ADJUST_ALLREDUCE": "8", "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring",
+                                      "OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}
+    st = tables._select("shipped", [str(plain)], LIB, tuning={"I_MPI_ADJUST_ALLREDUCE": "8"})
+    assert not st.applied and st.other_tuning == [(str(plain), "none set")]
+    assert tables._warning_text(st) is None
+    st = tables._select("shipped", [str(plain), str(adj8)], LIB, tuning={"I_MPI_ADJUST_ALLREDUCE": "8"})
+    assert [t.path for t in st.applied] == [str(adj8)]
+    st = tables._select("shipped", [str(plain), str(adj8)], LIB, tuning={})
+    assert [t.path for t in st.applied] == [str(plain)]
+    assert st.other_tuning == [(str(adj8), "I_MPI_ADJUST_ALLREDUCE=8")]
+    st = tables._select("LPMPI_TUNING_FILE", [str(plain)], LIB, tuning={"I_MPI_ADJUST_ALLREDUCE": "8"})
+    assert [t.path for t in st.applied] == [str(plain)]
+    bad = doc()
+    bad["fingerprint"] = {**bad["fingerprint"], "mpi_tuning": {"I_MPI_ADJUST_ALLREDUCE": 8}}
+    with pytest.raises(tables.TableError, match="mpi_tuning"):
+        tables.parse_table(bad)
+
+
 def test_a_rows_transport_is_validated_kept_where_it_applies_and_hashed():
     d = doc(rows={"allreduce": [{"lo": 0, "hi": 1024, "algorithm": "ring", "chunk_bytes": 4096, "transport": "shm"},
                                 {"lo": 1024, "hi": 4096, "algorithm": "lp", "transport": "cma"},
