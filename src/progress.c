@@ -6,8 +6,8 @@
  * Advancing a request: for each lane of its running phase, retire the steps that completed
  * (in order), then issue the next steps whose window has room and whose dependencies are met;
  * local steps (REDUCE, COPY, SCALE) run at once.  Repeat while anything moved; when every lane
- * is done, build the next phase.  Then observe: wait for (or, while device work is in flight
- * or a progress thread runs, test) any of the outstanding MPI requests, and advance again.
+ * is done, build the next phase.  Then observe: test the outstanding MPI requests (yielding
+ * the core every 32 empty tests: never blocked inside MPI, issue 53), and advance again.
  *
  * Many requests: nonblocking and persistent requests, once started, are on the active list.
  * Any wait, test or blocking call advances every active request and observes all of them at
