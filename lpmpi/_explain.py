@@ -178,6 +178,10 @@ def explain(collective: str, nbytes: int, comm: Any = None, memory: str = "host"
     from mpi4py import MPI
 
     if compression is not None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError(f"nbytes must be a non-negative int, got {nbytes!r}")
+        if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
+            raise ValueError(f"itemsize must be a positive int, got {itemsize!r}")
         if acc_dtype is not None:
             raise TypeError("compression and acc_dtype do not go together")
         nprocs = (MPI.COMM_WORLD if comm is None else comm).Get_size()

@@ -211,3 +211,22 @@ def test_check_compares_the_compression(tmp_path):
                       "    print('MISMATCH', e, flush=True)\n")
     rc, out, _ = run([mpiexec(), "-n", "2", sys.executable, str(script)], child_env({"LPMPI_CHECK": "1"}), 120)
     assert rc == 0 and out.count("MISMATCH") == 2 and "compression" in out, out[-3000:]
+
+
+def test_explain_and_select_of_a_compressed_call():
+    """explain()/select() with compression=: the schedule, the bytes on the wire (int8: 0.254 of
+    float32), one node: nothing crosses a network; bad arguments raise naming them."""
+    e = lpmpi.explain("allreduce", 1 << 20, compression="int8")
+    assert e.algorithm == "direct" and "encode to 266240 B (0.254 of the data)" in e.compression, e.compression
+    assert lpmpi.select("allreduce", 1 << 20, compression="int8") == ("direct", None)
+    assert "0.500" in lpmpi.explain("allgather", 1 << 20, compression="bf16").compression
+    with pytest.raises(ValueError, match="compression must be None or one of"):
+        lpmpi.explain("allreduce", 1 << 20, compression="int16")
+    with pytest.raises(TypeError, match="acc_dtype"):
+        lpmpi.explain("allreduce", 1 << 20, compression="int8", acc_dtype="float32")
+    with pytest.raises(ValueError, match="not 'bcast'"):
+        lpmpi.explain("bcast", 1 << 20, compression="int8")
+    with pytest.raises(ValueError, match="nbytes must be a non-negative int"):
+        lpmpi.explain("allreduce", np.ones(3), compression="int8")
+    with pytest.raises(ValueError, match="itemsize must be a positive int"):
+        lpmpi.explain("allreduce", 1 << 20, compression="int8", itemsize=0)
