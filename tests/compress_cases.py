@@ -91,12 +91,18 @@ def bound(comp: str, xs, ref: np.ndarray, starts, result_rounded: bool, dt) -> n
         b = np.sum([blocks_max(x, starts) for x in x64], axis=0) / (2 * q)
         if result_rounded:
             b += (blocks_max(ref, starts) + blocks_max(b, starts)) / (2 * q)
+    return slack(b, absum, ref, dt)
+
+
+def slack(b: np.ndarray, absum: np.ndarray, ref: np.ndarray, dt) -> np.ndarray:
+    """Bound b plus the float32 (float64) accumulation's error and, for 16-bit data, the
+    result's rounding to the data type (of the value computed)."""
     acc_eps = 2.0 ** -52 if dt == np.float64 else 2.0 ** -23
-    b += (P + 2) * acc_eps * (absum + np.abs(ref)) + 2.0 ** -20 * b
-    if dt == np.float16:            # the result's rounding to the data type, of the value computed
-        b += 2.0 ** -11 * (np.abs(ref) + b) + 6e-8
+    b = b + (P + 2) * acc_eps * (absum + np.abs(ref)) + 2.0 ** -20 * b
+    if dt == np.float16:
+        b = b + 2.0 ** -11 * (np.abs(ref) + b) + 6e-8
     elif BF16 is not None and dt == BF16:
-        b += 2.0 ** -8 * (np.abs(ref) + b)
+        b = b + 2.0 ** -8 * (np.abs(ref) + b)
     return b
 
 
@@ -124,13 +130,7 @@ def tight(comp: str, xs, ref: np.ndarray, starts, result_rounded: bool, dt) -> n
         s = np.abs(ref) + e1
         b += 2.0 ** -8 * s if comp == "bf16" else blocks_max(s, starts) / (2 * QMAX[comp])
     absum = np.sum([np.abs(x.astype(np.float64).ravel()) for x in xs], axis=0)
-    acc_eps = 2.0 ** -52 if dt == np.float64 else 2.0 ** -23
-    b += (P + 2) * acc_eps * (absum + np.abs(ref)) + 2.0 ** -20 * b
-    if dt == np.float16:            # the result's rounding to the data type, of the value computed
-        b += 2.0 ** -11 * (np.abs(ref) + b) + 6e-8
-    elif BF16 is not None and dt == BF16:
-        b += 2.0 ** -8 * (np.abs(ref) + b)
-    return b
+    return slack(b, absum, ref, dt)
 
 
 def check(name: str, comp: str, got: np.ndarray, ref: np.ndarray, b: np.ndarray, xs, t=None) -> None:

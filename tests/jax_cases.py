@@ -104,6 +104,19 @@ def _wide(a: np.ndarray) -> np.ndarray:
                     a.dtype == npdt("bfloat16") else np.int64)
 
 
+def raises_both(fn, exc, text: str) -> None:
+    """fn raises exc with text in its message, eagerly and under jax.jit; otherwise the
+    mismatch is recorded in MISMATCHES."""
+    for form in ("eager", "jit"):
+        try:
+            jax.jit(lambda: fn())() if form == "jit" else fn()
+        except exc as e:
+            if text not in str(e):
+                MISMATCHES.append(f"{form}: {e!r} lacks {text!r}")
+        else:
+            MISMATCHES.append(f"{form}: no {exc.__name__}")
+
+
 def same(got, want, what: str, exact: bool = True) -> None:
     """got equals want: shape, dtype and values (exact; else within the dtype's precision); a
     mismatch is recorded in MISMATCHES (the case fails at its end)."""
@@ -275,16 +288,7 @@ def compression_cases(comm, tag: str) -> None:
            "algorithm": (lambda: lj.allreduce(x, "sum", algorithm="ring", compression="int8"),
                          ValueError, "'auto' or 'direct'")}
     for name, (fn, exc, text) in bad.items():
-        def one(fn=fn, exc=exc, text=text):
-            for form in ("eager", "jit"):
-                try:
-                    jax.jit(lambda: fn())() if form == "jit" else fn()
-                except exc as e:
-                    if text not in str(e):
-                        MISMATCHES.append(f"{form}: {e!r} lacks {text!r}")
-                else:
-                    MISMATCHES.append(f"{form}: no {exc.__name__}")
-        case(f"{tag} compression error {name}", one)
+        case(f"{tag} compression error {name}", lambda fn=fn, exc=exc, text=text: raises_both(fn, exc, text))
 
 
 def vmap_cases() -> None:
@@ -437,14 +441,7 @@ def error_cases() -> None:
     }
     for name, (fn, exc, text) in bad.items():
         def one(fn=fn, exc=exc, text=text):
-            for form in ("eager", "jit"):
-                try:
-                    jax.jit(lambda: fn())() if form == "jit" else fn()
-                except exc as e:
-                    if text not in str(e):
-                        MISMATCHES.append(f"{form}: {e!r} lacks {text!r}")
-                else:
-                    MISMATCHES.append(f"{form}: no {exc.__name__}")
+            raises_both(fn, exc, text)
             same(lj.allreduce(jnp.ones(2, jnp.int32), "sum"), np.full(2, P, np.int32), "after")
         case(f"error {name}", one)
 
