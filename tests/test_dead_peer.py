@@ -96,7 +96,12 @@ def check_survivors(nprocs, where, transport, fr, rc, text, lines, frdir):
     if fr:                                               # each survivor's dump names the dead rank
         for r in lines:
             d = json.loads((frdir / f"fr.{r}.json").read_text())
-            assert victim in d["dead_ranks"] and d["notices"] >= 1, {k: v for k, v in d.items() if k != "entries"}
+            assert victim in d["dead_ranks"], {k: v for k, v in d.items() if k != "entries"}
+            # the launcher's notice is how lpmpi learns of the death, except over the shared-memory
+            # transport, whose waits see the peer's process gone themselves (after 100 ms without
+            # movement) and may raise and dump before hydra's notice arrives (CI, a busy spell)
+            if transport != "shm" or where == "native":
+                assert d.get("notices", 0) >= 1, {k: v for k, v in d.items() if k != "entries"}
     else:
         assert not frdir.exists() or not list(frdir.glob("fr.*.json")), list(frdir.iterdir())
 
