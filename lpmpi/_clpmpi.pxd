@@ -145,6 +145,7 @@ cdef extern from "lpmpi.h" nogil:
     void lp_cz_decode_acc(int comp, int acc64, const void *wire, size_t n, void *y, int acc) nogil
     int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y) nogil
     void lp_set_test_cz_reencode(int on)
+    void lp_set_test_cz_wavefront(int on)
     int lp_algo_find(lp_coll_t coll, const char *name)
     void lp_model_set(double alpha, double beta, double gamma)
     void lp_model_get(double *alpha, double *beta, double *gamma)

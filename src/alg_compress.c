@@ -108,26 +108,49 @@ static lp_lane_t *local(lp_req_t *r, const lp_args_t *a, int sub, size_t steps) 
 }
 
 /* ---- several nodes of L ranks each: exact in the node, encoded across (allreduce) ----
- * The message goes in K pieces (the call's chunk: lp_cz_chunk, registry.c), each through the
- * nine stages below in a wavefront: phase t runs stage t - p of every piece p, so that one
- * piece's codec and node-local work runs while another's encoded bytes are on the network.
- * An exchange stage talks to X peers at once (two lanes each: as many as a phase's lanes,
- * every piece's stage in it, allow within LP_LANES_MAX; hlanes); every (peer, tag) stream
- * carries its pieces in order on both sides. */
-enum { KMAX = 8 };
+ * The message goes in K pieces (the call's chunk: lp_cz_chunk, registry.c) on one grid: piece
+ * p is elements [p c, (p + 1) c), shard m of it [m Sh, (m + 1) Sh) within it, cross segment j of
+ * shard l [j S, (j + 1) S) within that (c = L Sh = L N S, S whole 256-element blocks); the last
+ * piece's parts are cut at the message's end (some may be empty), so that every part of every
+ * piece sits at the same place of its piece's work area.
+ *
+ * Two forms of the same arithmetic (the same bits):
+ *   flow   (L + N <= 8) two phases of lanes chained piece by piece (the engine's dependencies):
+ *          the reduce-scatter half (node exchange, node sum, encode, cross exchange, cross sum,
+ *          encode of the result), then the gather half (cross gather, decode, node gather).
+ *          Every transfer of a half is posted as soon as its piece is ready (a window of them
+ *          per peer), so each NIC stays busy without a step in between: in the box (4 nodes of
+ *          1 rank, 1 Gbit/s, MPICH over TCP), messages to three peers in lock-step rounds ran
+ *          1.16-1.48x the link bound, the same posted with a window 1.05-1.06x.
+ *   wavefront (larger layouts: lanes and dependencies of a phase are bounded) the nine stages
+ *          of every piece in phases: phase t runs stage t - p of every piece p; an exchange
+ *          stage talks to X peers at once (two lanes each, every piece's stage in a phase
+ *          within LP_LANES_MAX; hlanes).
+ * Every (peer, tag) stream carries its pieces in order on both sides. */
+enum { KMAX = 32 };
+int lp_test_cz_wavefront;                     /* tests: the wavefront at any layout (the same bits) */
+void lp_set_test_cz_wavefront(int on) { lp_test_cz_wavefront = on; }
 typedef struct {
     int L, N, l, k, K, X;     /* ranks a node, nodes, my place, my node; pieces; peers a stage */
-    size_t c;                 /* elements of a piece (the last one shorter) */
-    size_t po, pn, Sh;        /* the current piece: its offset and elements; its shards' size */
+    int flow;                 /* the two phases of chained lanes (above), else the wavefront */
+    size_t c, Sh, S;          /* elements of a piece, of its shards, of a shard's segments */
+    size_t po, pn;            /* the current piece: its offset and elements */
 } hier_t;
 
 static size_t round_up(size_t v, size_t u) { return (v + u - 1) / u * u; }
-/* piece p of the message: its place and its shards' size (whole 256-element blocks) */
+/* piece p of the message becomes the current one */
 static void piece(const lp_args_t *a, hier_t *h, int p) {
     size_t o = h->c * (size_t)p;
     h->po = o < a->count ? o : a->count;
     h->pn = o < a->count ? (a->count - o < h->c ? a->count - o : h->c) : 0;
-    h->Sh = round_up((h->pn + (size_t)h->L - 1) / (size_t)h->L, 256);
+}
+/* the part [o, o + u) of the current piece (o, u: within a piece), cut at its end */
+static size_t cut(const hier_t *h, size_t o, size_t u) { return o < h->pn ? (h->pn - o < u ? h->pn - o : u) : 0; }
+/* elements of that part over every piece (the last one's cut) */
+static size_t across(const lp_args_t *a, const hier_t *h, size_t o, size_t u) {
+    hier_t t = *h;
+    piece(a, &t, h->K - 1);
+    return (size_t)(h->K - 1) * u + cut(&t, o, u);
 }
 
 static int hgroups(const hier_t *h, int n) { return (n - 1 + h->X - 1) / h->X; }
@@ -158,7 +181,7 @@ static int hlanes(const hier_t *h) {
 
 /* the hierarchy of a (1; piece 0 current), or 0: a one-node or uneven layout runs flat.  One
  * rank a node (L = 1) takes this path too, for its pieces: the node stages are then empty but
- * for the node sum (a copy into the accumulator's type) */
+ * for the node sum (a copy into the accumulator's type, where the data is not of that type) */
 static int hier(const lp_args_t *a, hier_t *h) {
     if (a->coll != LP_ALLREDUCE || !a->order || !a->node || a->size < 2) return 0;
     int L = 0;
@@ -173,14 +196,19 @@ static int hier(const lp_args_t *a, hier_t *h) {
     h->N = a->size / L;
     h->l = a->pos[a->rank] % L;
     h->k = a->pos[a->rank] / L;
-    /* pieces of whole blocks of every shard and segment, at most KMAX of them */
+    /* pieces of whole blocks of every shard and segment, at most KMAX of them, none larger
+     * than the message needs */
     const size_t unit = (size_t)L * (size_t)h->N * 256;
     size_t c = round_up(a->chunk_elems > unit ? a->chunk_elems : unit, unit);
-    size_t least = round_up((a->count + KMAX - 1) / KMAX, unit);
-    h->c = c > least ? c : least;
+    size_t least = round_up((a->count + KMAX - 1) / KMAX, unit), most = round_up(a->count ? a->count : 1, unit);
+    c = c > least ? c : least;
+    h->c = c < most ? c : most;
     h->K = a->count > h->c ? (int)((a->count + h->c - 1) / h->c) : 1;
-    /* peers a stage: all of them (up to XCH) as long as a phase's lanes (every piece's stage
-     * in it) fit LP_LANES_MAX */
+    h->Sh = h->c / (size_t)L;
+    h->S = h->Sh / (size_t)h->N;
+    h->flow = L + h->N <= 8 && h->N <= LP_DEPS_MAX && !lp_test_cz_wavefront;
+    /* the wavefront's peers a stage: all of them (up to XCH) as long as a phase's lanes (every
+     * piece's stage in it) fit LP_LANES_MAX */
     int X = (h->L > h->N ? h->L : h->N) - 1;
     for (h->X = X < XCH ? X : XCH; h->X > 1 && hlanes(h) > LP_LANES_MAX; h->X--) {}
     piece(a, h, 0);
@@ -190,58 +218,59 @@ static int node_peer(const lp_args_t *a, const hier_t *h, int m) { return a->ord
 static int cross_peer(const lp_args_t *a, const hier_t *h, int j) { return a->order[j * h->L + h->l]; }
 /* shard m of the current piece; cross segment j of its shard l (offsets in elements, from the
  * message) */
-static void shard(const lp_args_t *a, const hier_t *h, int m, size_t *off, size_t *len) {
-    (void)a;
+static void shard(const hier_t *h, int m, size_t *off, size_t *len) {
     size_t o = h->Sh * (size_t)m;
     *off = h->po + (o < h->pn ? o : h->pn);
-    *len = o < h->pn ? (h->pn - o < h->Sh ? h->pn - o : h->Sh) : 0;
+    *len = cut(h, o, h->Sh);
 }
-static void xseg(const lp_args_t *a, const hier_t *h, int j, size_t *off, size_t *len) {
-    size_t so, sl;
-    shard(a, h, h->l, &so, &sl);
-    size_t S = round_up((sl + (size_t)h->N - 1) / (size_t)h->N, 256);
-    size_t o = S * (size_t)j;
-    *off = so + (o < sl ? o : sl);
-    *len = o < sl ? (sl - o < S ? sl - o : S) : 0;
+static size_t xrel(const hier_t *h, int j) { return h->Sh * (size_t)h->l + h->S * (size_t)j; }
+static void xseg(const hier_t *h, int j, size_t *off, size_t *len) {
+    size_t o = xrel(h, j);
+    *off = h->po + (o < h->pn ? o : h->pn);
+    *len = cut(h, o, h->S);
 }
+/* encoded bytes: of cross segment j of the current piece; of a whole one; of it over every piece */
 static size_t xbytes(const lp_args_t *a, const hier_t *h, int j) {
     size_t o, n;
-    xseg(a, h, j, &o, &n);
+    xseg(h, j, &o, &n);
     return lp_cz_bytes(a->comp, n);
 }
-static size_t xoff(const lp_args_t *a, const hier_t *h, int j) {
-    size_t o = 0;
-    for (int i = 0; i < j; i++) o += up(xbytes(a, h, i));
-    return o;
+static size_t xfull(const lp_args_t *a, const hier_t *h) { return lp_cz_bytes(a->comp, h->S); }
+static size_t xacross(const lp_args_t *a, const hier_t *h, int j) {
+    hier_t t = *h;
+    piece(a, &t, h->K - 1);
+    return (size_t)(h->K - 1) * xfull(a, h) + xbytes(a, &t, j);
 }
-/* a piece's work: [raw: L slots of a shard][node sum: a shard][encoded node sum: N segments]
- * [received: N slots of my segment's][cross sum: my segment][gathered encoded results: N
- * segments]; piece p's at p * stride (the layout of piece 0, the largest) */
+/* a piece's work (the same places in every piece): [raw: L slots of a shard][node sum: a
+ * shard][encoded node sum: N segments][received: N slots of my segment's][cross sum: my
+ * segment][gathered encoded results: N segments]; piece p's at p * stride */
 typedef struct { size_t slot, raw, acc, in, recv, xslot, xacc, all, total; } hlayout_t;
+static size_t xoff(const lp_args_t *a, const hier_t *h, int j) { return (size_t)j * up(xfull(a, h)); }
 static hlayout_t hlayout(const lp_args_t *a, const hier_t *h) {
     hlayout_t L = {0};
-    size_t o, n, enc = xoff(a, h, h->N);
-    xseg(a, h, h->k, &o, &n);
+    size_t enc = xoff(a, h, h->N);
     L.slot = up(h->Sh * a->esize);
     L.raw = 0;
     L.acc = L.raw + (size_t)h->L * L.slot;
     L.in = L.acc + up(h->Sh * accsz(a));
-    L.xslot = up(lp_cz_bytes(a->comp, n));
+    L.xslot = up(xfull(a, h));
     L.recv = L.in + enc;
     L.xacc = L.recv + (size_t)h->N * L.xslot;
-    L.all = L.xacc + up(n * accsz(a));
+    L.all = L.xacc + up(h->S * accsz(a));
     L.total = L.all + enc;
     return L;
 }
-static size_t hstride(const lp_args_t *a, const hier_t *h) {
-    hier_t h0 = *h;
-    piece(a, &h0, 0);
-    return up(hlayout(a, &h0).total);
+static size_t hstride(const lp_args_t *a, const hier_t *h) { return up(hlayout(a, h).total); }
+/* the local steps: of one piece (its work area the lane's region); H_ENC_X and H_DEC_X step
+ * k: cross segment k (the wavefront), F_ENC_X and F_DEC_X step k: piece k, all of them (flow) */
+enum { H_NODE_SUM = 16, H_ENC_X, H_X_SUM, H_ENC_RES, H_DEC_X, F_ENC_X, F_DEC_X };
+/* the node sum of shard l: one rank a node with data of the accumulator's type reads its input
+ * in place (no copy, no node sum step) */
+static int nsum_in_place(const lp_args_t *a, const hier_t *h) {
+    return h->L == 1 && a->dt == (acc64(a) ? LP_FLOAT64 : LP_FLOAT32);
 }
-enum { H_NODE_SUM = 16, H_ENC_X, H_X_SUM, H_ENC_RES, H_DEC_X };
 
-
-/* a local step of piece p (its work area as the lane's region: hstep finds the piece by it) */
+/* a local step lane of the wavefront: piece p's (its work area pw) */
 static void hlocal(lp_req_t *r, const lp_args_t *a, int sub, size_t steps, char *pw) {
     lp_lane_t *l = lp_lane_xport(r, a, &xport, sub, pw, steps, 1);
     if (l) l->r[0].stride = 0;
@@ -255,8 +284,8 @@ static int hstage(lp_req_t *r, const lp_args_t *a, const hier_t *h, int p, int i
         for (int j = X * i + 1; j <= X * i + X && j < h->L; j++) {
             int to = (h->l + j) % h->L, from = (h->l - j + h->L) % h->L;
             size_t o, n, mo, mn;
-            shard(a, h, to, &o, &n);
-            shard(a, h, h->l, &mo, &mn);
+            shard(h, to, &o, &n);
+            shard(h, h->l, &mo, &mn);
             if (n) lp_lane_send(r, a, a->sbuf + o * (size_t)es, n * (size_t)es, n * (size_t)es,
                                 node_peer(a, h, to), a->tag0 + LP_TAG_UP);
             if (mn) lp_lane_recv(r, a, w + L.raw + (size_t)from * L.slot, mn * (size_t)es, mn * (size_t)es,
@@ -297,8 +326,8 @@ static int hstage(lp_req_t *r, const lp_args_t *a, const hier_t *h, int p, int i
     for (int j = X * i + 1; j <= X * i + X && j < h->L; j++) {   /* node allgather, raw */
         int to = (h->l + j) % h->L, from = (h->l - j + h->L) % h->L;
         size_t mo, mn, fo, fn;
-        shard(a, h, h->l, &mo, &mn);
-        shard(a, h, from, &fo, &fn);
+        shard(h, h->l, &mo, &mn);
+        shard(h, from, &fo, &fn);
         if (mn) lp_lane_send(r, a, a->rbuf + mo * (size_t)es, mn * (size_t)es, mn * (size_t)es, node_peer(a, h, to),
                              a->tag0 + LP_TAG_DOWN2);
         if (fn) lp_lane_recv(r, a, a->rbuf + fo * (size_t)es, fn * (size_t)es, fn * (size_t)es, node_peer(a, h, from),
@@ -307,7 +336,7 @@ static int hstage(lp_req_t *r, const lp_args_t *a, const hier_t *h, int p, int i
     return LP_OK;
 }
 
-/* phase i: stage i - p of every piece p that has one */
+/* phase i of the wavefront: stage i - p of every piece p that has one */
 static int hphase(lp_req_t *r, const lp_args_t *a, hier_t *h, int i) {
     const int S = hstages(h);
     for (int p = 0; p < h->K; p++) {
@@ -319,18 +348,106 @@ static int hphase(lp_req_t *r, const lp_args_t *a, hier_t *h, int i) {
     return LP_OK;
 }
 
-static int hstep(const lp_lane_t *l, size_t k, hier_t *h) {
-    const lp_args_t *a = l->a;
-    char *w = l->r[0].base;
-    piece(a, h, (int)((size_t)(w - lp_req_area(l->owner, LP_AREA_WORK)) / hstride(a, h)));
+/* ---- flow: the lanes of a half, step p of each = piece p ---- */
+/* a transfer lane over every piece: `bytes` in all, cb a piece (the last one's cut), step p at
+ * base + p * stride */
+static lp_lane_t *fxfer(lp_req_t *r, const lp_args_t *a, int send, const void *base, size_t bytes, size_t cb,
+                        size_t stride, int peer, int tag) {
+    if (!bytes) return NULL;
+    lp_lane_t *l = send ? lp_lane_send(r, a, base, bytes, cb, peer, tag) : lp_lane_recv(r, a, (void *)base, bytes, cb, peer, tag);
+    if (l) l->r[0].stride = stride;
+    return l;
+}
+/* a local step lane: step p works on piece p (its work area, at w0 + p * stride) */
+static lp_lane_t *flocal(lp_req_t *r, const lp_args_t *a, const hier_t *h, int sub, char *w0, size_t stride) {
+    lp_lane_t *l = lp_lane_xport(r, a, &xport, sub, w0, (size_t)h->K, 1);
+    if (l) l->r[0].stride = stride;
+    return l;
+}
+static void after_all(lp_lane_t *l, lp_lane_t *const *m, int n) {
+    for (int i = 0; i < n; i++) lp_lane_after(l, m[i], 0);
+}
+
+static int fphase(lp_req_t *r, const lp_args_t *a, const hier_t *h, int half) {
+    char *w0 = lp_req_area(r, LP_AREA_WORK);
+    const size_t st = hstride(a, h), es = a->esize, raw = h->c * es, sh = h->Sh * es, xf = xfull(a, h);
     const hlayout_t L = hlayout(a, h);
-    const size_t es = a->esize, as = accsz(a);
+    lp_lane_t *got[LP_DEPS_MAX];
+    int ng = 0;
+    if (half == 0) {
+        for (int j = 1; j < h->L; j++) {             /* node reduce-scatter of the raw shards */
+            int to = (h->l + j) % h->L, from = (h->l - j + h->L) % h->L;
+            fxfer(r, a, 1, a->sbuf + (size_t)to * sh, across(a, h, h->Sh * (size_t)to, h->Sh) * es, sh, raw,
+                  node_peer(a, h, to), a->tag0 + LP_TAG_UP);
+            lp_lane_t *g = fxfer(r, a, 0, w0 + L.raw + (size_t)from * L.slot, across(a, h, h->Sh * (size_t)h->l, h->Sh) * es,
+                                 sh, st, node_peer(a, h, from), a->tag0 + LP_TAG_UP);
+            if (g) got[ng++] = g;
+        }
+        lp_lane_t *ns = nsum_in_place(a, h) ? NULL : flocal(r, a, h, H_NODE_SUM, w0, st);
+        after_all(ns, got, ng);
+        lp_lane_t *enc = flocal(r, a, h, F_ENC_X, w0, st);
+        lp_lane_after(enc, ns, 0);
+        ng = 0;
+        for (int j = 1; j < h->N; j++) {             /* across: encoded segments to their owners */
+            int to = (h->k + j) % h->N, from = (h->k - j + h->N) % h->N;
+            lp_lane_after(fxfer(r, a, 1, w0 + L.in + xoff(a, h, to), xacross(a, h, to), xf, st, cross_peer(a, h, to),
+                                a->tag0 + LP_TAG_DOWN), enc, 0);
+            lp_lane_t *g = fxfer(r, a, 0, w0 + L.recv + (size_t)from * L.xslot, xacross(a, h, h->k), xf, st,
+                                 cross_peer(a, h, from), a->tag0 + LP_TAG_DOWN);
+            if (g) got[ng++] = g;
+        }
+        lp_lane_t *xs = flocal(r, a, h, H_X_SUM, w0, st);
+        after_all(xs, got, ng);
+        lp_lane_after(xs, ns, 0);
+        lp_lane_after(flocal(r, a, h, H_ENC_RES, w0, st), xs, 0);
+        return LP_OK;
+    }
+    for (int j = 1; j < h->N; j++) {                 /* across: the owners' encoded results */
+        int to = (h->k + j) % h->N, from = (h->k - j + h->N) % h->N;
+        fxfer(r, a, 1, w0 + L.all + xoff(a, h, h->k), xacross(a, h, h->k), xf, st, cross_peer(a, h, to),
+              a->tag0 + LP_TAG_UP2);
+        lp_lane_t *g = fxfer(r, a, 0, w0 + L.all + xoff(a, h, from), xacross(a, h, from), xf, st,
+                             cross_peer(a, h, from), a->tag0 + LP_TAG_UP2);
+        if (g) got[ng++] = g;
+    }
+    lp_lane_t *dec = flocal(r, a, h, F_DEC_X, w0, st);
+    after_all(dec, got, ng);
+    for (int j = 1; j < h->L; j++) {                 /* node allgather of the results, raw */
+        int to = (h->l + j) % h->L, from = (h->l - j + h->L) % h->L;
+        lp_lane_after(fxfer(r, a, 1, a->rbuf + (size_t)h->l * sh, across(a, h, h->Sh * (size_t)h->l, h->Sh) * es, sh,
+                            raw, node_peer(a, h, to), a->tag0 + LP_TAG_DOWN2), dec, 0);
+        fxfer(r, a, 0, a->rbuf + (size_t)from * sh, across(a, h, h->Sh * (size_t)from, h->Sh) * es, sh, raw,
+              node_peer(a, h, from), a->tag0 + LP_TAG_DOWN2);
+    }
+    return LP_OK;
+}
+
+/* the arithmetic of piece (the current one of h) at its work area w */
+static void enc_x(const lp_args_t *a, const hier_t *h, const hlayout_t *L, char *w, int j) {
     const lp_dtype_t at = acc64(a) ? LP_FLOAT64 : LP_FLOAT32;
     size_t so, sn, o, n;
-    shard(a, h, h->l, &so, &sn);
-    /* the node sum of shard l: one rank a node with data of the accumulator's type reads its
-     * input in place (no copy) */
-    const char *nsum = h->L == 1 && a->dt == at ? a->sbuf + so * es : w + L.acc;
+    if (j == h->k) return;
+    shard(h, h->l, &so, &sn);
+    xseg(h, j, &o, &n);
+    const char *nsum = nsum_in_place(a, h) ? a->sbuf + so * a->esize : w + L->acc;
+    if (n) lp_cz_encode(a->comp, at, nsum + (o - so) * accsz(a), n, w + L->in + xoff(a, h, j));
+}
+static int dec_x(const lp_args_t *a, const hier_t *h, const hlayout_t *L, char *w, int j) {
+    size_t o, n;
+    xseg(h, j, &o, &n);
+    return n ? lp_cz_decode(a->comp, a->dt, w + L->all + xoff(a, h, j), n, a->rbuf + o * a->esize) : LP_OK;
+}
+
+static int hstep(const lp_lane_t *l, size_t k, char *w, hier_t *h) {
+    const lp_args_t *a = l->a;
+    const int flow = l->sub == F_ENC_X || l->sub == F_DEC_X;
+    piece(a, h, (int)((size_t)(w - lp_req_area(l->owner, LP_AREA_WORK)) / hstride(a, h)));
+    const hlayout_t L = hlayout(a, h);
+    const size_t es = a->esize;
+    const lp_dtype_t at = acc64(a) ? LP_FLOAT64 : LP_FLOAT32;
+    size_t so, sn, o, n;
+    shard(h, h->l, &so, &sn);
+    const char *nsum = nsum_in_place(a, h) ? a->sbuf + so * es : w + L.acc;
     switch (l->sub) {
     case H_NODE_SUM:                                /* shard l: the node's inputs in rank order */
         if (nsum != w + L.acc) return LP_OK;
@@ -340,25 +457,27 @@ static int hstep(const lp_lane_t *l, size_t k, hier_t *h) {
         }
         return LP_OK;
     case H_ENC_X:                                   /* cross segment k of the node sum */
-        if ((int)k == h->k) return LP_OK;
-        xseg(a, h, (int)k, &o, &n);
-        if (n) lp_cz_encode(a->comp, at, nsum + (o - so) * as, n, w + L.in + xoff(a, h, (int)k));
+    case F_ENC_X:                                   /* every cross segment of it */
+        for (int j = flow ? 0 : (int)k; j <= (flow ? h->N - 1 : (int)k); j++) enc_x(a, h, &L, w, j);
         return LP_OK;
     case H_X_SUM:                                   /* my cross segment: the nodes' sums in order */
-        xseg(a, h, h->k, &o, &n);
+        xseg(h, h->k, &o, &n);
         for (int j = 0; j < h->N && n; j++) {
-            if (j == h->k) lp_cz_widen(at, nsum + (o - so) * as, n, w + L.xacc, j > 0);
+            if (j == h->k) lp_cz_widen(at, nsum + (o - so) * accsz(a), n, w + L.xacc, j > 0);
             else lp_cz_decode_acc(a->comp, acc64(a), w + L.recv + (size_t)j * L.xslot, n, w + L.xacc, j > 0);
         }
         if (n && a->op == LP_AVG) lp_scale(w + L.xacc, n, at, (double)a->size);
         return LP_OK;
     case H_ENC_RES:
-        xseg(a, h, h->k, &o, &n);
+        xseg(h, h->k, &o, &n);
         if (n) lp_cz_encode(a->comp, at, w + L.xacc, n, w + L.all + xoff(a, h, h->k));
         return LP_OK;
-    default:                                        /* H_DEC_X: segment k of shard l's result */
-        xseg(a, h, (int)k, &o, &n);
-        return n ? lp_cz_decode(a->comp, a->dt, w + L.all + xoff(a, h, (int)k), n, a->rbuf + o * es) : LP_OK;
+    default:                                        /* H_DEC_X: segment k of shard l's result; F_DEC_X: all */
+        for (int j = flow ? 0 : (int)k; j <= (flow ? h->N - 1 : (int)k); j++) {
+            int rc = dec_x(a, h, &L, w, j);
+            if (rc != LP_OK) return rc;
+        }
+        return LP_OK;
     }
 }
 
@@ -371,7 +490,7 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
                            "more ranks or split the call)", ebytes(a, j));
     hier_t h;
     if (hier(a, &h)) {
-        p->nphases = hstages(&h) + h.K - 1;
+        p->nphases = h.flow ? 2 : hstages(&h) + h.K - 1;
         p->work = (size_t)h.K * hstride(a, &h);
         return LP_OK;
     }
@@ -403,7 +522,7 @@ static void exchange(lp_req_t *r, const lp_args_t *a, int g, int tag, int gather
 
 static int phase(lp_req_t *r, const lp_args_t *a, int i) {
     hier_t h;
-    if (hier(a, &h)) return hphase(r, a, &h, i);
+    if (hier(a, &h)) return h.flow ? fphase(r, a, &h, i) : hphase(r, a, &h, i);
     const int G = groups(a->size);
     const int t1 = a->tag0 + LP_TAG_UP, t2 = a->tag0 + LP_TAG_DOWN;
     if (a->coll == LP_ALLGATHER) {
@@ -441,11 +560,10 @@ static void reencode(const lp_args_t *a, void *acc, size_t n, void *tmp) {
 
 /* the local steps: step k of CZ_ENC_ALL / CZ_DEC_ALL is segment k */
 static int step(const lp_lane_t *l, size_t k, char *out, size_t len) {
-    (void)out;
     (void)len;
     const lp_args_t *a = l->a;
     hier_t h;
-    if (l->sub >= H_NODE_SUM && hier(a, &h)) return hstep(l, k, &h);
+    if (l->sub >= H_NODE_SUM && hier(a, &h)) return hstep(l, k, out, &h);
     lp_req_t *r = l->owner;
     char *w = lp_req_area(r, LP_AREA_WORK);
     const layout_t L = layout(a);

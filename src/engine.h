@@ -230,7 +230,8 @@ enum { LP_REQ_INACTIVE = 0, LP_REQ_ACTIVE = 1, LP_REQ_DONE = 2 };
 typedef struct {
     int alg, coll, dt, op, root, xport, in_place, no_recvbuf, acc_dt;
     int transport;            /* LP_TP_* asked for (an even number of ints: no padding, memcmp) */
-    int comp, pad_;           /* LP_COMP_* (the wire format) */
+    int comp;                 /* LP_COMP_* (the wire format) */
+    int test_form;            /* tests: the compressed schedule's form forced (lp_test_cz_wavefront) */
     size_t count, chunk, window, staging;
     const lp_devops_t *dev;
     uint64_t vhash;           /* per-rank counts: a hash of them (0: none) */

@@ -326,6 +326,7 @@ extern const lp_sched_t lp_sched_ring_cma;   /* ring's allreduce over the node-l
 extern const lp_sched_t lp_sched_direct, lp_sched_direct_cma;
 /* the compressed collectives (alg_compress.c): allreduce, reduce_scatter(_v), allgather */
 extern const lp_sched_t lp_sched_cz;
+extern int lp_test_cz_wavefront;      /* tests: the compressed allreduce's wavefront form forced */
 extern int lp_test_cz_reencode;       /* tests: re-encode partial sums (the design the tests reject) */
 /* compression's other pieces (codec.c): acc (float32; float64 for float64 data) = x exactly
  * (add: acc += x); y (dtype) = acc, 16-bit types rounded once */

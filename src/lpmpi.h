@@ -75,6 +75,7 @@ const char *lp_cz_name(int comp);           /* "none", "bf16", "int8", "int4" */
 int lp_algo_wire(int alg);                  /* 1: a compressed call's row (registry.c) */
 int lp_cz_algo(lp_coll_t coll);             /* the row that runs coll compressed, or -1 */
 void lp_set_test_cz_reencode(int on);       /* tests: re-encode partial sums (alg_compress.c) */
+void lp_set_test_cz_wavefront(int on);      /* tests: the hierarchical form's wavefront (alg_compress.c) */
 const char *lp_cz_isa(void);                /* the codecs' instruction set: "avx512", "avx2", "scalar" */
 /* the codecs themselves (codec.c), for the bindings and tests: encoded bytes of n elements;
  * encode n elements of x (float16, bfloat16, float32, float64); decode into float32 / float64

@@ -186,7 +186,7 @@ size_t lp_cz_chunk(const lp_model_t *m, int comp, size_t esize, int P, int nodes
     if (nodes < 2 || P % nodes || !esize) return n;       /* (no hierarchy) */
     int best = 1;
     double tbest = 0;
-    for (int K = 1; K <= 8; K *= 2) {
+    for (int K = 1; K <= 32; K *= 2) {
         double t = cost_cz_pieces(m, comp, esize, P / nodes, nodes, (double)n, K);
         if (K == 1 || t < tbest) { best = K; tbest = t; }
     }

@@ -441,7 +441,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
         r->at_esize = (int)lp_dtype_size(k->dt);
     }
     lp_plan_key_t key = {ch.alg, coll, dt, op, root, c.xport, (int)(sbuf == rbuf), (int)(rbuf == NULL),
-                         acc ? (int)acc_dt : -1, ch.transport, k->comp, 0, count, ch.chunk, (size_t)lp_window,
+                         acc ? (int)acc_dt : -1, ch.transport, k->comp, lp_test_cz_wavefront, count, ch.chunk, (size_t)lp_window,
                          staging, dev, 0};
     int devid = -1;
     if (dev && count) LP_TRY(dev->locate(sbuf ? sbuf : rbuf, &devid));

@@ -1,6 +1,7 @@
 /* schedule.c: the helpers that schedules build their phases with (schedule.h).  A phase's lanes live
  * in the request (lp_req_t.lane); these fill the next one.  Running them is progress.c's job. */
 #include "engine.h"
+#include <limits.h>
 
 static lp_lane_t overflow_lane;   /* given out when a phase asks for too many lanes (a bug) */
 
@@ -43,7 +44,7 @@ void lp_lane_after(lp_lane_t *l, const lp_lane_t *m, long lag) {
         return;
     }
     l->dep[l->ndeps].lane = (unsigned char)(m - r->lane);
-    l->dep[l->ndeps].lag = lag;
+    l->dep[l->ndeps].lag = lag > INT_MAX ? INT_MAX : lag < -INT_MAX ? -INT_MAX : (int)lag;
     l->ndeps++;
 }
 

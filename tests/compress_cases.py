@@ -234,6 +234,26 @@ def allgather_case(comp, dt, n, kind, seed):
     return y.tobytes()
 
 
+def forms_agree_case(comp, dt, n, chunk):
+    """The hierarchical allreduce's two forms (chained lanes; the wavefront of phases, which
+    larger layouts take) give the same bits, blocking and nonblocking, in place too."""
+    x = data("mixed", n, dt, ME, 3)
+    got = []
+    for wavefront in (False, True):
+        _core._test_cz_wavefront(wavefront)
+        try:
+            y = lpmpi.allreduce(x, compression=comp, chunk_bytes=chunk)
+            z = lpmpi.iallreduce(x, compression=comp).wait()
+            v = x.copy()
+            lpmpi.allreduce(lpmpi.IN_PLACE, v, compression=comp)
+        finally:
+            _core._test_cz_wavefront(False)
+        got.append((y.tobytes(), z.tobytes(), v.tobytes()))
+    if got[0] != got[1]:
+        raise AssertionError("the wavefront gave other bits than the chained lanes")
+    return got[0][0]
+
+
 def hierarchical() -> bool:
     """Several nodes of equal ranks (one or more each): allreduce runs hierarchically, in pieces."""
     lpmpi.allreduce(np.zeros(1, np.float32))
@@ -288,7 +308,7 @@ def main() -> int:
                         op = "avg" if form == "inplace" else "sum"
                         case(f"allreduce {comp} {np.dtype(dt).name} {n} {kind} {form}",
                              lambda c=comp, d=dt, m=n, kd=kind, f=form, o=op, sd=k: allreduce_case(c, d, m, kd, f, o, sd))
-                    if HIER and dt == np.float32:      # in pieces (the wavefront: alg_compress.c)
+                    if HIER and dt == np.float32:      # in pieces (alg_compress.c)
                         for cb in (4096, 3 << 12):
                             case(f"allreduce {comp} {np.dtype(dt).name} {n} {kind} pieces of {cb} B",
                                  lambda c=comp, d=dt, m=n, kd=kind, sd=k, b=cb: allreduce_case(c, d, m, kd, "blocking",
@@ -298,6 +318,12 @@ def main() -> int:
                              lambda c=comp, d=dt, m=n, kd=kind, ct=counts, sd=k: reduce_scatter_case(c, d, m, kd, ct, sd))
                     case(f"allgather {comp} {np.dtype(dt).name} {n} {kind}",
                          lambda c=comp, d=dt, m=n, kd=kind, sd=k: allgather_case(c, d, m, kd, sd))
+    if HIER:
+        for comp in ("bf16", "int8", "int4"):
+            for dt in (np.float32, np.float64):
+                for n, cb in ((4099, None), (4099, 4096), (70001, 1 << 14), (1, None)):
+                    case(f"allreduce {comp} {np.dtype(dt).name} {n} pieces of {cb} B: both forms",
+                         lambda c=comp, d=dt, m=n, b=cb: forms_agree_case(c, d, m, b))
     worst = {c: W.allreduce(v, op=MPI.MAX) for c, v in sorted(WORST.items())}
     nf = W.allreduce(len(FAILS))
     if ME == 0:

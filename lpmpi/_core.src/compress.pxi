@@ -44,6 +44,12 @@ def _cz_decode(compression, wire, out):
     return out
 
 
+def _test_cz_wavefront(on):
+    """Tests: the hierarchical compressed allreduce runs as the wavefront of phases (the form of
+    layouts too large for the two phases of chained lanes), the same bits."""
+    lp_set_test_cz_wavefront(1 if on else 0)
+
+
 def _test_cz_reencode(on):
     """Tests: the compressed reduce re-encodes its partial sums (the design the tests reject)."""
     lp_set_test_cz_reencode(1 if on else 0)
