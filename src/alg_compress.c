@@ -56,6 +56,11 @@ static int groups(int P) { return (P - 1 + XCH - 1) / XCH; }
 static size_t up(size_t b) { return (b + CZ_ALIGN - 1) & ~(size_t)(CZ_ALIGN - 1); }
 static int acc64(const lp_args_t *a) { return a->dt == LP_FLOAT64; }
 static size_t accsz(const lp_args_t *a) { return acc64(a) ? 8 : 4; }
+/* the decode writes the result with streaming stores: a result larger than the caches, out of
+ * place (in place, recvbuf is the input this call just read, its lines cached: alg_ring_shm.c) */
+static int stream(const lp_args_t *a) {
+    return a->sbuf != a->rbuf && lp_key_bytes(a->coll, a->count, a->esize, a->size) >= lp_nt_rule.stream_min;
+}
 
 /* segment j: its offset and length (elements) in the input (in: 1) or the result (in: 0) */
 static void seg(const lp_args_t *a, int j, int in, size_t *off, size_t *len) {
@@ -435,7 +440,7 @@ static void enc_x(const lp_args_t *a, const hier_t *h, const hlayout_t *L, char 
 static int dec_x(const lp_args_t *a, const hier_t *h, const hlayout_t *L, char *w, int j) {
     size_t o, n;
     xseg(h, j, &o, &n);
-    return n ? lp_cz_decode(a->comp, a->dt, w + L->all + xoff(a, h, j), n, a->rbuf + o * a->esize) : LP_OK;
+    return n ? lp_cz_decode_to(a->comp, a->dt, w + L->all + xoff(a, h, j), n, a->rbuf + o * a->esize, stream(a)) : LP_OK;
 }
 
 static int hstep(const lp_lane_t *l, size_t k, char *w, hier_t *h) {
@@ -607,7 +612,7 @@ static int step(const lp_lane_t *l, size_t k, char *out, size_t len) {
     default:                               /* CZ_DEC_ALL: segment k into the result */
         seg(a, (int)k, 0, &off, &n);
         if (!n) return LP_OK;
-        return lp_cz_decode(a->comp, a->dt, w + L.all + eoff(a, (int)k), n, a->rbuf + off * es);
+        return lp_cz_decode_to(a->comp, a->dt, w + L.all + eoff(a, (int)k), n, a->rbuf + off * es, stream(a));
     }
 }
 

@@ -359,12 +359,8 @@ const lp_sched_t lp_sched_ring_shm = {lp_plan_one_phase, phase, NULL, NULL, NULL
 
 /* ---- the steps (progress.c) ---- */
 
-/* Messages of at least this many bytes write recvbuf with non-temporal stores: they do not fit
- * the caches anyway, and a store that bypasses them does not first read the line it writes
- * (3 n bytes of main-memory traffic per rank become 2 n).  Smaller results stay in the caches,
- * where the caller will read them.  (P = 2, ring 256 KiB chunks, `mpiexec -bind-to core -n 2`:
- * 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.)  LP_SHM_BIG_BYTES in internal.h. */
-#define NT_BYTES ((size_t)32 << 20)
+/* Messages of at least lp_nt_rule.stream_min bytes (model.c) write recvbuf with non-temporal
+ * stores: they do not fit the caches anyway. */
 
 /* SUM of float32 or float64, written twice from the same registers: to dst with non-temporal
  * stores and to acc (my slot, where the peers gather it) with plain ones; x op y in the order of
@@ -440,7 +436,7 @@ static int step(const lp_lane_t *l, size_t k, char *out_, size_t len_) {
      * (a streaming store to a cached dirty line writes it twice: `lpmpi-bench --forms
      * blocking,inplace --fresh-input`, ring in place / out of place at 32 and 64 MiB went
      * 1.12-1.24 -> 0.85-0.89) */
-    const int nt = (st > 0 || !reduces(a)) && lp_key_bytes(a->coll, a->count, es, P) >= NT_BYTES &&
+    const int nt = (st > 0 || !reduces(a)) && lp_key_bytes(a->coll, a->count, es, P) >= lp_nt_rule.stream_min &&
                    a->sbuf != a->rbuf;
     size_t off, len;
     if (!has_stage(a, st)) {

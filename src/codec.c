@@ -223,8 +223,36 @@ void lp_cz_decode_acc(int comp, int acc64, const void *wire, size_t n, void *y, 
     }
 }
 
-/* y (dtype dt) = the decoded values of n elements (16-bit types: rounded from float32 once) */
-int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y) {
+/* float32 y = the decoded values, block by block through a buffer in L1, then out with streaming
+ * stores: a result larger than the caches is written without first reading its lines (the same
+ * values as the plain decode, only the stores differ) */
+static void dec_f32_stream(int comp, const void *wire, size_t n, float *y) {
+    const lp_cz_kernels_t *k = kernels();
+    const uint8_t *w = wire;
+    const int bits = comp == LP_COMP_INT8 ? 8 : 4;
+    float tmp[CZ_BLOCK] __attribute__((aligned(64)));
+    for (size_t i = 0; i < n; i += CZ_BLOCK) {
+        size_t m = n - i < CZ_BLOCK ? n - i : CZ_BLOCK;
+        if (comp == LP_COMP_BF16) {
+            k->dec_bf16((const uint16_t *)w, m, tmp, 0);
+            w += 2 * m;
+        } else {
+            k->dec_q(w, m, tmp, bits, 0);
+            w += block_bytes(comp, m);
+        }
+        lp_copy_out((char *)(y + i), (const char *)tmp, m * 4, 1);
+    }
+    lp_fence_nt(1);
+}
+
+/* y (dtype dt) = the decoded values of n elements (16-bit types: rounded from float32 once);
+ * stream: float32 results written with streaming stores (a result of the call larger than the
+ * caches: lp_nt_rule.stream_min) */
+int lp_cz_decode_to(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y, int stream) {
+    if (stream && dt == LP_FLOAT32) {
+        dec_f32_stream(comp, wire, n, y);
+        return LP_OK;
+    }
     if (dt == LP_FLOAT32 || dt == LP_FLOAT64) {
         lp_cz_decode_acc(comp, dt == LP_FLOAT64, wire, n, y, 0);
         return LP_OK;
@@ -239,6 +267,11 @@ int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y) {
         w += comp == LP_COMP_BF16 ? 2 * m : block_bytes(comp, m);
     }
     return LP_OK;
+}
+
+/* the same, streaming where the result is at least lp_nt_rule.stream_min bytes */
+int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y) {
+    return lp_cz_decode_to(comp, dt, wire, n, y, n * lp_dtype_size(dt) >= lp_nt_rule.stream_min);
 }
 
 /* acc (float32, or float64 for float64 data) = x (dtype dt) exactly, or acc += x */

@@ -90,6 +90,26 @@ def test_the_codecs_write_the_contracts_formats(comp, n):
             assert np.isnan(y[2 * BLOCK + 5]) and np.isinf(y[3 * BLOCK + 1])
 
 
+@pytest.mark.parametrize("comp", ["bf16", "int8", "int4"])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_a_result_past_the_caches_decodes_with_streaming_stores_the_same(comp, offset):
+    """A decode into at least lp_nt_rule.stream_min bytes (32 MiB) writes with streaming stores
+    (codec.c): the same values as the plain decode of the same bytes in smaller pieces, an
+    output not 16-byte aligned (offset 1 element) too, a last block shorter."""
+    n = (32 << 20) // 4 + 3 * BLOCK + 77
+    x = np.random.default_rng(5).standard_normal(n).astype(np.float32)
+    x[7 * BLOCK:8 * BLOCK] = 0.0
+    w = _core._cz_encode(comp, x)
+    buf = np.empty(n + offset, np.float32)
+    big = _core._cz_decode(comp, w, buf[offset:])
+    piece = 1 << 20                                   # elements: whole blocks, below the rule
+    per = _core._cz_bytes(comp, piece)
+    for k, b in enumerate(range(0, n, piece)):
+        m = min(piece, n - b)
+        part = _core._cz_decode(comp, w[k * per:k * per + _core._cz_bytes(comp, m)], np.empty(m, np.float32))
+        assert np.array_equal(big[b:b + m].view(np.uint32), part.view(np.uint32)), (comp, b)
+
+
 def test_every_instruction_set_gives_the_same_bits(tmp_path):
     """The AVX-512, AVX2 and baseline codecs (LPMPI_CODEC_ISA) write and read the same bits, for
     every format and data type: ranks on different CPUs agree."""

@@ -1,7 +1,9 @@
 """The codecs' speed on one core (issue 49: encode + decode of int8 at least half of memcpy's
 speed): float32 data of 64 MiB (out of cache), encode and decode per compression against
 numpy's copy of the same bytes (memcpy), medians of --reps timed runs, interleaved (copy,
-encode, decode, copy, ...), in a fresh process per instruction set (LPMPI_CODEC_ISA).
+encode, decode, copy, ...), in a fresh process per instruction set (LPMPI_CODEC_ISA).  The copy
+and the decode write separate arrays of their own, so that neither finds lines the other left
+in the caches (the VM reports a 300 MiB L3).
 
     python docs/results/issue49/codec_speed.py [--mib 64] [--reps 9] [--json PATH]
 
@@ -24,7 +26,8 @@ def child(mib: int, reps: int) -> dict:
     from lpmpi import _core
     n = (mib << 20) // 4
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
-    dst = np.empty_like(x)
+    dst = np.empty_like(x)          # the copy's destination
+    dec = np.empty_like(x)          # the decode's own (neither finds the other's lines cached)
     out = {"isa": _core._cz_isa(), "mib": mib}
     wires = {c: np.empty(_core._cz_bytes(c, n), np.uint8) for c in ("bf16", "int8", "int4")}
     t = {k: [] for k in ["copy"] + [f"{c} {w}" for c in wires for w in ("encode", "decode")]}
@@ -35,7 +38,7 @@ def child(mib: int, reps: int) -> dict:
             t1 = time.perf_counter()
             _core._cz_encode(c, x, out=w)
             t2 = time.perf_counter()
-            _core._cz_decode(c, w, dst)
+            _core._cz_decode(c, w, dec)
             t3 = time.perf_counter()
             if rep:                                  # (the first round warms up)
                 t["copy"].append(t1 - t0)
