@@ -120,7 +120,7 @@ static lp_lane_t *local(lp_req_t *r, const lp_args_t *a, int sub, size_t steps) 
  * piece sits at the same place of its piece's work area.
  *
  * Two forms of the same arithmetic (the same bits):
- *   flow   (L + N <= 8) two phases of lanes chained piece by piece (the engine's dependencies):
+ *   flow   (L + N <= 8, but 7 nodes of one rank with 16-bit data) two phases of lanes chained piece by piece (the engine's dependencies):
  *          the reduce-scatter half (node exchange, node sum, encode, cross exchange, cross sum,
  *          encode of the result), then the gather half (cross gather, decode, node gather).
  *          Every transfer of a half is posted as soon as its piece is ready (a window of them
@@ -211,7 +211,10 @@ static int hier(const lp_args_t *a, hier_t *h) {
     h->K = a->count > h->c ? (int)((a->count + h->c - 1) / h->c) : 1;
     h->Sh = h->c / (size_t)L;
     h->S = h->Sh / (size_t)h->N;
-    h->flow = L + h->N <= 8 && h->N <= LP_DEPS_MAX && !lp_test_cz_wavefront;
+    /* the cross sum waits for N - 1 receiving lanes and the node sum (none where the input is
+     * summed in place: one rank a node, data of the accumulator's type) */
+    const int nsum = !(L == 1 && a->dt == (acc64(a) ? LP_FLOAT64 : LP_FLOAT32));
+    h->flow = L + h->N <= 8 && h->N - 1 + nsum <= LP_DEPS_MAX && !lp_test_cz_wavefront;
     /* the wavefront's peers a stage: all of them (up to XCH) as long as a phase's lanes (every
      * piece's stage in it) fit LP_LANES_MAX */
     int X = (h->L > h->N ? h->L : h->N) - 1;

@@ -73,7 +73,7 @@ typedef struct lp_xport {
 /* device operations of a DEV lane's step */
 enum { LP_DOP_D2H, LP_DOP_H2D, LP_DOP_D2D, LP_DOP_REDUCE, LP_DOP_SCALE };
 
-enum { LP_LANES_MAX = 16, LP_REGIONS_MAX = 6, LP_DEPS_MAX = 8, LP_DOPS_MAX = 4 };
+enum { LP_LANES_MAX = 16, LP_REGIONS_MAX = 6, LP_DEPS_MAX = 6, LP_DOPS_MAX = 4 };
 #define LP_ALL ((long)1 << 60)   /* dependency lag: every step of the other lane */
 
 struct lp_args;
@@ -102,8 +102,9 @@ typedef struct lp_lane_s {
     lp_req_t *owner;        /* the request whose phase it is */
     lp_region_t r[LP_REGIONS_MAX];   /* SEND/RECV: r[0]; REDUCE: r[0] = r[1] op r[2]; COPY:
                                         r[0] = r[1]; SCALE: r[0]; NATIVE: r[0] send, r[1] recv */
-    struct { int lag; unsigned char lane; } dep[LP_DEPS_MAX];   /* (lag clamped to an int: steps
-                                                                  never reach 2^31) */
+    /* (lag clamped to an int: steps never reach 2^31; 8 bytes an entry: six of them take the
+     * bytes three of {char, long} took, the lane's size unchanged) */
+    struct { int lag; unsigned char lane; } dep[LP_DEPS_MAX];
     lp_dop_t dop[LP_DOPS_MAX];
     lp_op_t rop;            /* REDUCE: the op (the call's, or LOR for one rank's logical ops) */
     const lp_xport_t *xp;   /* XPORT, NATIVE: whose steps */
