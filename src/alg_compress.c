@@ -59,7 +59,7 @@ static size_t accsz(const lp_args_t *a) { return acc64(a) ? 8 : 4; }
 /* the decode writes the result with streaming stores: a result larger than the caches, out of
  * place (in place, recvbuf is the input this call just read, its lines cached: alg_ring_shm.c) */
 static int stream(const lp_args_t *a) {
-    return a->sbuf != a->rbuf && lp_key_bytes(a->coll, a->count, a->esize, a->size) >= lp_nt_rule.stream_min;
+    return a->sbuf != a->rbuf && lp_key_bytes(a->coll, a->count, a->esize, a->size) >= lp_stream_min;
 }
 
 /* segment j: its offset and length (elements) in the input (in: 1) or the result (in: 0) */

@@ -359,7 +359,7 @@ const lp_sched_t lp_sched_ring_shm = {lp_plan_one_phase, phase, NULL, NULL, NULL
 
 /* ---- the steps (progress.c) ---- */
 
-/* Messages of at least lp_nt_rule.stream_min bytes (model.c) write recvbuf with non-temporal
+/* Messages of at least lp_stream_min bytes (reduce.c) write recvbuf with non-temporal
  * stores: they do not fit the caches anyway. */
 
 /* SUM of float32 or float64, written twice from the same registers: to dst with non-temporal
@@ -436,7 +436,7 @@ static int step(const lp_lane_t *l, size_t k, char *out_, size_t len_) {
      * (a streaming store to a cached dirty line writes it twice: `lpmpi-bench --forms
      * blocking,inplace --fresh-input`, ring in place / out of place at 32 and 64 MiB went
      * 1.12-1.24 -> 0.85-0.89) */
-    const int nt = (st > 0 || !reduces(a)) && lp_key_bytes(a->coll, a->count, es, P) >= lp_nt_rule.stream_min &&
+    const int nt = (st > 0 || !reduces(a)) && lp_key_bytes(a->coll, a->count, es, P) >= lp_stream_min &&
                    a->sbuf != a->rbuf;
     size_t off, len;
     if (!has_stage(a, st)) {

@@ -247,7 +247,7 @@ static void dec_f32_stream(int comp, const void *wire, size_t n, float *y) {
 
 /* y (dtype dt) = the decoded values of n elements (16-bit types: rounded from float32 once);
  * stream: float32 results written with streaming stores (a result of the call larger than the
- * caches: lp_nt_rule.stream_min) */
+ * caches: lp_stream_min) */
 int lp_cz_decode_to(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y, int stream) {
     if (stream && dt == LP_FLOAT32) {
         dec_f32_stream(comp, wire, n, y);
@@ -269,9 +269,9 @@ int lp_cz_decode_to(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y
     return LP_OK;
 }
 
-/* the same, streaming where the result is at least lp_nt_rule.stream_min bytes */
+/* the same, streaming where the result is at least lp_stream_min bytes */
 int lp_cz_decode(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y) {
-    return lp_cz_decode_to(comp, dt, wire, n, y, n * lp_dtype_size(dt) >= lp_nt_rule.stream_min);
+    return lp_cz_decode_to(comp, dt, wire, n, y, n * lp_dtype_size(dt) >= lp_stream_min);
 }
 
 /* acc (float32, or float64 for float64 data) = x (dtype dt) exactly, or acc += x */

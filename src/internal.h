@@ -332,7 +332,7 @@ extern int lp_test_cz_reencode;       /* tests: re-encode partial sums (the desi
  * (add: acc += x); y (dtype) = acc, 16-bit types rounded once */
 void lp_cz_widen(lp_dtype_t dt, const void *x, size_t n, void *acc, int add);
 /* lp_cz_decode with the choice of stores made by the caller (stream: streaming stores for float32
- * results, where the call's whole result is at least lp_nt_rule.stream_min bytes) */
+ * results, where the call's whole result is at least lp_stream_min bytes) */
 int lp_cz_decode_to(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y, int stream);
 /* the pieces of a compressed allreduce on several nodes of L ranks (alg_compress.c): the piece
  * bytes the model prices fastest (registry.c), of n bytes of esize-byte elements */
@@ -388,10 +388,11 @@ enum { LP_RING_MPI = 0, LP_RING_SHM = 1, LP_RING_CMA = 2 };
 typedef struct {
     size_t cma_min;            /* single-copy reads from cma_min, where the communicator has them */
     size_t shm_min, shm_max;   /* else shared memory for [shm_min, shm_max) */
-    size_t stream_min;         /* results of at least this many bytes are written with streaming
-                                  stores (ring over shared memory, the codecs' decode) */
 } lp_nt_rule_t;
 extern lp_nt_rule_t lp_nt_rule;
+/* results of at least this many bytes are written with streaming stores (the ring over shared
+ * memory, the codecs' decode): reduce.c, its measurements */
+extern size_t lp_stream_min;
 static inline int lp_ring_transport(int has_shm, int has_cma, size_t nbytes, int requested) {
     if (requested == LP_TP_MPI) return LP_RING_MPI;
     if (requested == LP_TP_SHM && has_shm) return LP_RING_SHM;

@@ -29,15 +29,7 @@ lp_model_t lp_model = {8e-6, 0.2e-9, 0.15e-9, 25e-6, 0.8e-9};
  *  - shm_min 4 KiB, shm_max 3 MiB: shared memory, where single-copy reads are not usable (ptrace
  *    refused) or below cma_min; from shm_max ring over MPI (its slow mode loses 7x at 64 MiB).
  *    Below shm_min ring over MPI's two messages cost less than the segment's rounds. */
-/*  - stream_min 32 MiB: results from this size are written with non-temporal stores (they do not
- *    fit the caches anyway, and a store that bypasses them does not first read the line it
- *    writes: 3 n bytes of main-memory traffic per rank become 2 n); smaller ones stay in the
- *    caches, where the caller will read them.  Ring over shared memory (P = 2, 256 KiB chunks,
- *    `mpiexec -bind-to core -n 2`): 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.
- *    The codecs' decode into float32 (issue 49, 64 MiB out of cache, one core, Intel Xeon VM):
- *    docs/compression.md, "The codecs' speed". */
-lp_nt_rule_t lp_nt_rule = {.cma_min = 16384, .shm_min = 4096, .shm_max = (size_t)3 << 20,
-                           .stream_min = (size_t)32 << 20};
+lp_nt_rule_t lp_nt_rule = {.cma_min = 16384, .shm_min = 4096, .shm_max = (size_t)3 << 20};
 
 void lp_model_set(double a, double b, double g) {
     lp_model.alpha = a;

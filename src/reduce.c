@@ -41,6 +41,15 @@
 #include "lpmpi.h"
 #include "lp_ops.h"
 
+/* Results of at least this many bytes are written with non-temporal stores (internal.h's
+ * lp_copy_out; the ring over shared memory, the codecs' decode): they do not fit the caches
+ * anyway, and a store that bypasses them does not first read the line it writes (3 n bytes of
+ * main-memory traffic per rank become 2 n); smaller ones stay in the caches, where the caller
+ * will read them.  Ring over shared memory (P = 2, 256 KiB chunks, `mpiexec -bind-to core -n 2`):
+ * 64 MiB 14.5 -> 11.5 ms; 16 MiB even; 4 MiB 591 -> 597 us.  The codecs' decode into float32
+ * (issue 49, 64 MiB, one core, Intel Xeon VM): int8 8.3 -> 18.9 GB/s (docs/compression.md). */
+size_t lp_stream_min = (size_t)32 << 20;
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     defined(__GLIBC__) && !defined(LP_NO_CLONES)
 #define LP_CLONES __attribute__((target_clones("avx2", "default")))
