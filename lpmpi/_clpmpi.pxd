@@ -216,6 +216,7 @@ cdef extern from "lpmpi.h" nogil:
         long samples[12]
         double seconds, last_seconds
         long calls, explore_calls, settle_calls, settles, drifts_slower, drifts_faster
+        long timed_calls
         double explore_seconds
         unsigned long gen
         int comm_live

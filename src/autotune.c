@@ -27,7 +27,9 @@
  *             (each block's first call apart) decide: lp_tune_decide's choice, MPI's own within
  *             a tie.  Rounds and blocks together: 64 calls at most.
  *   settled   the choice runs; its per-call times are agreed the same way once per window
- *             (window: about 100 us of calls, 16..64), the reduction waited for one window
+ *             (window: about 100 us of calls, doubling while the windows agree with the
+ *             reference up to 1 ms, 16..256 calls; at 1 ms one call in AT_STRIDE is timed, the
+ *             others run the choice untimed), the reduction waited for one window
  *             later (off the critical path).  The first settled window's median is the
  *             reference (exploring calls switch plans from call to call: their times are no
  *             reference for a choice that runs alone); a window whose median is more than
@@ -78,7 +80,7 @@ int lp_tune_decide(const double *t, int n, int prefer, double tie) {
 
 /* ------------------------------------------------------------------ online */
 #define AT_MAXC LP_AT_MAXC
-#define AT_WIN 64          /* calls per window at most */
+#define AT_WIN 256         /* calls per window at most */
 #define AT_KEEP 16         /* samples kept per candidate */
 #define MISSING 1e200      /* a slot with no time (dropped after the MAX) */
 #define FAILED 1e300       /* a call that failed on some rank */
@@ -96,6 +98,10 @@ static const int round_reps[] = {2, 2, 4};               /* calls per candidate,
 #define AT_BUDGET (64 - AT_FINALS * AT_BLOCK)   /* calls of the rounds at most: settled within 64 */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
 #define DRIFT_WINDOWS 3     /* in a row: re-explore (2 re-explored on this VM's noise alone) */
+#define AT_SPAN_MIN 100e-6 /* a settled window: about this much of calls at first, after a window
+                               off the reference, or a drift; doubling per quiet window up to */
+#define AT_SPAN_MAX 1e-3   /* (the reduction's cost spread over up to AT_WIN calls: issue 50) */
+#define AT_STRIDE 4        /* then one call in this many is timed: two clock reads a call cost ~3% at 8 B */
 #define TIE 0.03            /* within this of MPI's own: MPI's own (lpmpi.tune's TIE) */
 
 enum { AT_EXPLORE = 0, AT_SETTLED = 1 };
@@ -124,6 +130,8 @@ typedef struct lp_at_key {
     int cap;                  /* candidates it may hold now (AT_FIRST at first, AT_MAXC with refines) */
     long ecalls;              /* calls of this exploration (AT_BUDGET at most) */
     double ref;               /* settled: the reference time */
+    double span;              /* settled: the seconds of calls a window aims at (AT_SPAN_MIN..MAX) */
+    int stride, skip;         /* settled: one call in `stride` timed (AT_STRIDE once span is AT_SPAN_MAX) */
 } lp_at_key_t;
 
 static pthread_mutex_t klock = PTHREAD_MUTEX_INITIALIZER;
@@ -239,10 +247,12 @@ static void window_start(lp_at_key_t *k) {
     lp_at_info_t *I = &k->info;
     k->wn = 0;
     if (I->state == AT_SETTLED) {
-        /* about 100 us of calls, 8..64: the reduction's cost hidden in many calls when small */
+        /* about k->span of calls (100 us, doubling while the windows agree with the
+         * reference, up to 1 ms), 16..AT_WIN: the reduction's cost hidden in many calls when
+         * small, a change seen within a few short windows */
         double t = I->last_seconds > 0 ? I->last_seconds : I->seconds > 0 ? I->seconds : 1e-5;
-        int w = (int)ceil(100e-6 / t);
-        k->wlen = w < 16 ? 16 : w > AT_WIN ? AT_WIN : w;
+        int w = (int)ceil(k->span / (t * k->stride)), most = AT_WIN / k->stride;   /* (AT_WIN calls) */
+        k->wlen = w < 16 ? 16 : w > most ? most : w;
         for (int i = 0; i < k->wlen; i++) k->wc[i] = I->choice;
         return;
     }
@@ -290,6 +300,9 @@ static void settle(lp_at_key_t *k, int choice) {
     I->choice = choice;
     I->seconds = I->median[choice];
     k->ref = NAN;           /* the first settled window's median: exploring calls switch plans */
+    k->span = AT_SPAN_MIN;
+    k->stride = 1;
+    k->skip = 0;
     I->last_seconds = NAN;
     k->hi = k->lo = 0;
     I->settles++;
@@ -462,6 +475,8 @@ static void apply(lp_at_key_t *k) {
     }
     k->hi = m > k->ref * DRIFT ? k->hi + 1 : 0;
     k->lo = m * DRIFT < k->ref ? k->lo + 1 : 0;
+    k->span = k->hi || k->lo ? AT_SPAN_MIN : k->span * 2 < AT_SPAN_MAX ? k->span * 2 : AT_SPAN_MAX;
+    k->stride = k->span >= AT_SPAN_MAX ? AT_STRIDE : 1;
     if (k->hi >= DRIFT_WINDOWS || k->lo >= DRIFT_WINDOWS) {
         if (k->hi) I->drifts_slower++;
         else I->drifts_faster++;
@@ -544,6 +559,12 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         pthread_mutex_unlock(&klock);
     }
     lp_at_info_t *I = &k->info;
+    if (k->stride > 1 && I->state == AT_SETTLED && ++k->skip < k->stride) {   /* not timed: the choice */
+        settled_choice(k, ch);
+        I->calls++;
+        return LP_OK;
+    }
+    k->skip = 0;
     if (k->pending && I->calls >= k->apply_at) { int rc_ = finish(ctx, k); if (rc_ != LP_OK) return rc_; }
     if (k->wn >= k->wlen) window_start(k);           /* (settled: the next window) */
     int c = k->wc[k->wn];
@@ -556,6 +577,7 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
     slot->index = k->wn++;
     slot->t0 = now_s();
     I->calls++;
+    I->timed_calls++;
     if (I->state == AT_EXPLORE) {
         I->explore_calls++;
         k->ecalls++;

@@ -411,6 +411,7 @@ typedef struct {
     double seconds;                 /* the choice's time when it settled (NaN before) */
     double last_seconds;            /* the last settled window's median */
     long calls, explore_calls, settle_calls, settles, drifts_slower, drifts_faster;
+    long timed_calls;               /* calls it read the clock for (settled and steady: one in AT_STRIDE) */
     double explore_seconds;         /* time spent in exploring calls (the slowest rank's) */
     unsigned long gen;              /* bumped at every settle */
     int comm_live;                  /* its communicator still exists */

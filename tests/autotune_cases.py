@@ -223,9 +223,36 @@ def scenario_save(comm, rng, out):
     return len(doc["collectives"])
 
 
+def scenario_stride(comm, rng):
+    """A key settled long enough reads the clock on one call in AT_STRIDE; a drift is still
+    followed both ways from there."""
+    x = np.ones(2, np.float32)
+
+    def run(n, sleep):
+        for _ in range(n):
+            if RANK == 1 and sleep:
+                time.sleep(sleep)
+            lpmpi.allreduce(x, comm=comm)
+
+    run(4000, 0)
+    k0 = _core.autotune_key("allreduce", 8, comm)
+    run(800, 1e-3)     # a steady 8 B key's windows are 256 calls: three of them, one in flight
+    k1 = _core.autotune_key("allreduce", 8, comm)
+    run(3000, 0)
+    k2 = _core.autotune_key("allreduce", 8, comm)
+    if k0 is None or k0["state"] != "settled" or k0["timed_calls"] > 0.5 * k0["calls"]:
+        fail("stride", f"not settled and timing one call in several after 4000 calls: {k0}")
+    elif k1["drifts_slower"] < 1:
+        fail("stride", f"1 ms slower calls were not seen as a drift: {autotune.describe_key(k1)}")
+    elif k2["drifts_faster"] < 1 or k2["state"] != "settled":
+        fail("stride", f"the load leaving was not followed: {autotune.describe_key(k2)}")
+    same_everywhere(comm, "stride")
+    return 3
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["noise", "forms", "drift", "save"])
+    ap.add_argument("scenario", choices=["noise", "forms", "drift", "stride", "save"])
     ap.add_argument("--out")
     args = ap.parse_args()
     comm = WORLD.Dup()
@@ -237,6 +264,8 @@ def main():
             n = scenario_forms(comm, rng)
         elif args.scenario == "drift":
             n = scenario_drift(comm, rng)
+        elif args.scenario == "stride":
+            n = scenario_stride(comm, rng)
         else:
             n = scenario_save(comm, rng, args.out)
     except Exception:

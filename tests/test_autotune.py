@@ -44,6 +44,11 @@ def test_a_drift_is_followed_both_ways():
 
 
 @pytest.mark.mpi
+def test_a_steady_key_times_one_call_in_several_and_still_follows_a_drift():
+    _spawn(2, "stride")
+
+
+@pytest.mark.mpi
 def test_report_file_warm_start_and_merge(tmp_path):
     rep = tmp_path / "report.json"
     at_exit = tmp_path / "at_exit.json"

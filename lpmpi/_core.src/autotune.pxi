@@ -41,7 +41,7 @@ cdef dict _at_info(const lp_at_info_t *I):
             "native": I.native if I.native >= 0 else None, "candidates": cands,
             "seconds": None if I.seconds != I.seconds else I.seconds,
             "last_seconds": None if I.last_seconds != I.last_seconds else I.last_seconds,
-            "calls": I.calls, "explore_calls": I.explore_calls, "settle_calls": I.settle_calls,
+            "calls": I.calls, "timed_calls": I.timed_calls, "explore_calls": I.explore_calls, "settle_calls": I.settle_calls,
             "settles": I.settles, "drifts_slower": I.drifts_slower, "drifts_faster": I.drifts_faster,
             "explore_seconds": I.explore_seconds, "communicator_live": bool(I.comm_live)}
 
