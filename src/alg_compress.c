@@ -128,7 +128,8 @@ static lp_lane_t *local(lp_req_t *r, const lp_args_t *a, int sub, size_t steps) 
  *          1 rank, 1 Gbit/s, MPICH over TCP), messages to three peers in lock-step rounds ran
  *          1.16-1.48x the link bound, the same posted with a window 1.05-1.06x.
  *   wavefront (larger layouts: lanes and dependencies of a phase are bounded) the nine stages
- *          of every piece in phases: phase t runs stage t - p of every piece p; an exchange
+ *          of every piece in phases: phase t runs stage t - D p of every piece p (D = 1, or
+ *          more where over 8 pieces would share a phase); an exchange
  *          stage talks to X peers at once (two lanes each, every piece's stage in a phase
  *          within LP_LANES_MAX; hlanes).
  * Every (peer, tag) stream carries its pieces in order on both sides. */
@@ -137,6 +138,7 @@ int lp_test_cz_wavefront;                     /* tests: the wavefront at any lay
 void lp_set_test_cz_wavefront(int on) { lp_test_cz_wavefront = on; }
 typedef struct {
     int L, N, l, k, K, X;     /* ranks a node, nodes, my place, my node; pieces; peers a stage */
+    int D;                    /* the wavefront: phases between two pieces' starts */
     int flow;                 /* the two phases of chained lanes (above), else the wavefront */
     size_t c, Sh, S;          /* elements of a piece, of its shards, of a shard's segments */
     size_t po, pn;            /* the current piece: its offset and elements */
@@ -171,14 +173,14 @@ static int hstage_lanes(const hier_t *h, int s) {
         if (s < len[b]) return ex[b] ? 2 * h->X : 1;
     return 0;
 }
-/* the most lanes a phase of the wavefront opens (stage t - p of every piece p) */
+/* the most lanes a phase of the wavefront opens (stage t - D p of every piece p) */
 static int hlanes(const hier_t *h) {
     const int S = hstages(h);
     int most = 0;
-    for (int t = 0; t < S + h->K - 1; t++) {
+    for (int t = 0; t < S + h->D * (h->K - 1); t++) {
         int n = 0;
         for (int p = 0; p < h->K; p++)
-            if (t - p >= 0 && t - p < S) n += hstage_lanes(h, t - p);
+            if (t - h->D * p >= 0 && t - h->D * p < S) n += hstage_lanes(h, t - h->D * p);
         if (n > most) most = n;
     }
     return most;
@@ -201,8 +203,12 @@ static int hier(const lp_args_t *a, hier_t *h) {
     h->N = a->size / L;
     h->l = a->pos[a->rank] % L;
     h->k = a->pos[a->rank] / L;
+    /* the cross sum waits for N - 1 receiving lanes and the node sum (none where the input is
+     * summed in place: one rank a node, data of the accumulator's type) */
+    const int nsum = !(L == 1 && a->dt == (acc64(a) ? LP_FLOAT64 : LP_FLOAT32));
+    h->flow = L + h->N <= 8 && h->N - 1 + nsum <= LP_DEPS_MAX && !lp_test_cz_wavefront;
     /* pieces of whole blocks of every shard and segment, at most KMAX of them, none larger
-     * than the message needs */
+     * than the message needs (the same grid in both forms: the same bits) */
     const size_t unit = (size_t)L * (size_t)h->N * 256;
     size_t c = round_up(a->chunk_elems > unit ? a->chunk_elems : unit, unit);
     size_t least = round_up((a->count + KMAX - 1) / KMAX, unit), most = round_up(a->count ? a->count : 1, unit);
@@ -211,12 +217,12 @@ static int hier(const lp_args_t *a, hier_t *h) {
     h->K = a->count > h->c ? (int)((a->count + h->c - 1) / h->c) : 1;
     h->Sh = h->c / (size_t)L;
     h->S = h->Sh / (size_t)h->N;
-    /* the cross sum waits for N - 1 receiving lanes and the node sum (none where the input is
-     * summed in place: one rank a node, data of the accumulator's type) */
-    const int nsum = !(L == 1 && a->dt == (acc64(a) ? LP_FLOAT64 : LP_FLOAT32));
-    h->flow = L + h->N <= 8 && h->N - 1 + nsum <= LP_DEPS_MAX && !lp_test_cz_wavefront;
-    /* the wavefront's peers a stage: all of them (up to XCH) as long as a phase's lanes (every
-     * piece's stage in it) fit LP_LANES_MAX */
+    /* the wavefront: piece p starts D phases after piece p - 1, D the least that keeps at most
+     * 8 pieces in a phase at one peer a stage (S stages then; two lanes each: LP_LANES_MAX); its
+     * peers a stage all of them (up to XCH) as long as a phase's lanes (every piece's stage in
+     * it) fit */
+    const int S = 2 * (h->L - 1) + 2 * (h->N - 1) + 5;
+    for (h->D = 1; h->K > LP_LANES_MAX / 2 && (S + h->D - 1) / h->D > LP_LANES_MAX / 2; h->D++) {}
     int X = (h->L > h->N ? h->L : h->N) - 1;
     for (h->X = X < XCH ? X : XCH; h->X > 1 && hlanes(h) > LP_LANES_MAX; h->X--) {}
     piece(a, h, 0);
@@ -344,13 +350,13 @@ static int hstage(lp_req_t *r, const lp_args_t *a, const hier_t *h, int p, int i
     return LP_OK;
 }
 
-/* phase i of the wavefront: stage i - p of every piece p that has one */
+/* phase i of the wavefront: stage i - D p of every piece p that has one */
 static int hphase(lp_req_t *r, const lp_args_t *a, hier_t *h, int i) {
     const int S = hstages(h);
     for (int p = 0; p < h->K; p++) {
-        if (i - p < 0 || i - p >= S) continue;
+        if (i - h->D * p < 0 || i - h->D * p >= S) continue;
         piece(a, h, p);
-        int rc = hstage(r, a, h, p, i - p);
+        int rc = hstage(r, a, h, p, i - h->D * p);
         if (rc != LP_OK) return rc;
     }
     return LP_OK;
@@ -498,7 +504,7 @@ static int plan(lp_req_t *r, const lp_args_t *a, lp_plan_t *p) {
                            "more ranks or split the call)", ebytes(a, j));
     hier_t h;
     if (hier(a, &h)) {
-        p->nphases = h.flow ? 2 : hstages(&h) + h.K - 1;
+        p->nphases = h.flow ? 2 : hstages(&h) + h.D * (h.K - 1);
         p->work = (size_t)h.K * hstride(a, &h);
         return LP_OK;
     }

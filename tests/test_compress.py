@@ -159,15 +159,16 @@ def test_within_the_bound_and_the_same_on_every_rank(nprocs):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", [2, 4], ids=["2x1", "2x2"])
-def test_several_nodes_exact_within_encoded_across(nprocs):
-    """Two nodes of one and of two ranks (MPICH's MPIR_CVAR_NUM_CLIQUES=2: nodes without a
-    network): allreduce runs hierarchically, in pieces (exact within the node, encoded across),
-    within the bound and the same on every rank; the other collectives as on one node.  (In the
-    box: test_cluster's compression test.)"""
+@pytest.mark.parametrize("nprocs,nodes", [(2, 2), (4, 2), (4, 4), (9, 9)], ids=["2x1", "2x2", "4x1", "9x1"])
+def test_several_nodes_exact_within_encoded_across(nprocs, nodes):
+    """Nodes of one and of two ranks (MPICH's MPIR_CVAR_NUM_CLIQUES: nodes without a network):
+    allreduce runs hierarchically, in pieces (exact within the node, encoded across), within the
+    bound and the same on every rank, its two forms (chained lanes; the wavefront, which 9
+    nodes take and a test knob forces elsewhere) the same bits; the other collectives as on one
+    node.  (In the box: test_cluster's compression test.)"""
     rc, out, _ = run([mpiexec(), "-n", str(nprocs), sys.executable, "-u", str(TESTS / "compress_cases.py"),
-                      "--quick"], child_env({"MPIR_CVAR_NUM_CLIQUES": "2"}), 900)
-    assert "LAYOUT nodes=2 hierarchical=True" in out, out[-3000:]
+                      "--quick"], child_env({"MPIR_CVAR_NUM_CLIQUES": str(nodes)}), 900)
+    assert f"LAYOUT nodes={nodes} hierarchical=True" in out, out[-3000:]
     assert rc == 0 and re.search(rf"SUMMARY suite=compress P={nprocs} cases=\d+ failures=0", out), out[-6000:]
 
 
