@@ -186,6 +186,12 @@ static int hlanes(const hier_t *h) {
     return most;
 }
 
+/* the node sum of shard l: one rank a node (L) with data of the accumulator's type reads its
+ * input in place (no copy, no node sum step) */
+static int nsum_in_place(const lp_args_t *a, int L) {
+    return L == 1 && a->dt == (acc64(a) ? LP_FLOAT64 : LP_FLOAT32);
+}
+
 /* the hierarchy of a (1; piece 0 current), or 0: a one-node or uneven layout runs flat.  One
  * rank a node (L = 1) takes this path too, for its pieces: the node stages are then empty but
  * for the node sum (a copy into the accumulator's type, where the data is not of that type) */
@@ -205,7 +211,7 @@ static int hier(const lp_args_t *a, hier_t *h) {
     h->k = a->pos[a->rank] / L;
     /* the cross sum waits for N - 1 receiving lanes and the node sum (none where the input is
      * summed in place: one rank a node, data of the accumulator's type) */
-    const int nsum = !(L == 1 && a->dt == (acc64(a) ? LP_FLOAT64 : LP_FLOAT32));
+    const int nsum = !nsum_in_place(a, L);
     h->flow = L + h->N <= 8 && h->N - 1 + nsum <= LP_DEPS_MAX && !lp_test_cz_wavefront;
     /* pieces of whole blocks of every shard and segment, at most KMAX of them, none larger
      * than the message needs (the same grid in both forms: the same bits) */
@@ -278,11 +284,6 @@ static size_t hstride(const lp_args_t *a, const hier_t *h) { return up(hlayout(a
 /* the local steps: of one piece (its work area the lane's region); H_ENC_X and H_DEC_X step
  * k: cross segment k (the wavefront), F_ENC_X and F_DEC_X step k: piece k, all of them (flow) */
 enum { H_NODE_SUM = 16, H_ENC_X, H_X_SUM, H_ENC_RES, H_DEC_X, F_ENC_X, F_DEC_X };
-/* the node sum of shard l: one rank a node with data of the accumulator's type reads its input
- * in place (no copy, no node sum step) */
-static int nsum_in_place(const lp_args_t *a, const hier_t *h) {
-    return h->L == 1 && a->dt == (acc64(a) ? LP_FLOAT64 : LP_FLOAT32);
-}
 
 /* a local step lane of the wavefront: piece p's (its work area pw) */
 static void hlocal(lp_req_t *r, const lp_args_t *a, int sub, size_t steps, char *pw) {
@@ -397,7 +398,7 @@ static int fphase(lp_req_t *r, const lp_args_t *a, const hier_t *h, int half) {
                                  sh, st, node_peer(a, h, from), a->tag0 + LP_TAG_UP);
             if (g) got[ng++] = g;
         }
-        lp_lane_t *ns = nsum_in_place(a, h) ? NULL : flocal(r, a, h, H_NODE_SUM, w0, st);
+        lp_lane_t *ns = nsum_in_place(a, h->L) ? NULL : flocal(r, a, h, H_NODE_SUM, w0, st);
         after_all(ns, got, ng);
         lp_lane_t *enc = flocal(r, a, h, F_ENC_X, w0, st);
         lp_lane_after(enc, ns, 0);
@@ -443,7 +444,7 @@ static void enc_x(const lp_args_t *a, const hier_t *h, const hlayout_t *L, char 
     if (j == h->k) return;
     shard(h, h->l, &so, &sn);
     xseg(h, j, &o, &n);
-    const char *nsum = nsum_in_place(a, h) ? a->sbuf + so * a->esize : w + L->acc;
+    const char *nsum = nsum_in_place(a, h->L) ? a->sbuf + so * a->esize : w + L->acc;
     if (n) lp_cz_encode(a->comp, at, nsum + (o - so) * accsz(a), n, w + L->in + xoff(a, h, j));
 }
 static int dec_x(const lp_args_t *a, const hier_t *h, const hlayout_t *L, char *w, int j) {
@@ -461,7 +462,7 @@ static int hstep(const lp_lane_t *l, size_t k, char *w, hier_t *h) {
     const lp_dtype_t at = acc64(a) ? LP_FLOAT64 : LP_FLOAT32;
     size_t so, sn, o, n;
     shard(h, h->l, &so, &sn);
-    const char *nsum = nsum_in_place(a, h) ? a->sbuf + so * es : w + L.acc;
+    const char *nsum = nsum_in_place(a, h->L) ? a->sbuf + so * es : w + L.acc;
     switch (l->sub) {
     case H_NODE_SUM:                                /* shard l: the node's inputs in rank order */
         if (nsum != w + L.acc) return LP_OK;

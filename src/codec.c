@@ -223,49 +223,29 @@ void lp_cz_decode_acc(int comp, int acc64, const void *wire, size_t n, void *y, 
     }
 }
 
-/* float32 y = the decoded values, block by block through a buffer in L1, then out with streaming
- * stores: a result larger than the caches is written without first reading its lines (the same
- * values as the plain decode, only the stores differ) */
-static void dec_f32_stream(int comp, const void *wire, size_t n, float *y) {
-    const lp_cz_kernels_t *k = kernels();
-    const uint8_t *w = wire;
-    const int bits = comp == LP_COMP_INT8 ? 8 : 4;
-    float tmp[CZ_BLOCK] __attribute__((aligned(64)));
-    for (size_t i = 0; i < n; i += CZ_BLOCK) {
-        size_t m = n - i < CZ_BLOCK ? n - i : CZ_BLOCK;
-        if (comp == LP_COMP_BF16) {
-            k->dec_bf16((const uint16_t *)w, m, tmp, 0);
-            w += 2 * m;
-        } else {
-            k->dec_q(w, m, tmp, bits, 0);
-            w += block_bytes(comp, m);
-        }
-        lp_copy_out((char *)(y + i), (const char *)tmp, m * 4, 1);
-    }
-    lp_fence_nt(1);
-}
-
 /* y (dtype dt) = the decoded values of n elements (16-bit types: rounded from float32 once);
  * stream: float32 results written with streaming stores (a result of the call larger than the
- * caches: lp_stream_min) */
+ * caches: lp_stream_min; the same values, only the stores differ) */
 int lp_cz_decode_to(int comp, lp_dtype_t dt, const void *wire, size_t n, void *y, int stream) {
-    if (stream && dt == LP_FLOAT32) {
-        dec_f32_stream(comp, wire, n, y);
-        return LP_OK;
-    }
-    if (dt == LP_FLOAT32 || dt == LP_FLOAT64) {
+    if (dt == LP_FLOAT64 || (dt == LP_FLOAT32 && !stream)) {
         lp_cz_decode_acc(comp, dt == LP_FLOAT64, wire, n, y, 0);
         return LP_OK;
     }
-    float tmp[CZ_BLOCK];
+    /* block by block through a float32 buffer in L1, then rounded to the 16-bit type, or out
+     * with streaming stores (not first reading the lines they write) */
+    float tmp[CZ_BLOCK] __attribute__((aligned(64)));
     const uint8_t *w = wire;
     for (size_t i = 0; i < n; i += CZ_BLOCK) {
         size_t m = n - i < CZ_BLOCK ? n - i : CZ_BLOCK;
         lp_cz_decode_acc(comp, 0, w, m, tmp, 0);
-        int rc = lp_narrow((char *)y + i * 2, tmp, m, dt);
-        if (rc != LP_OK) return rc;
+        if (dt == LP_FLOAT32) lp_copy_out((char *)y + i * 4, (const char *)tmp, m * 4, 1);
+        else {
+            int rc = lp_narrow((char *)y + i * 2, tmp, m, dt);
+            if (rc != LP_OK) return rc;
+        }
         w += comp == LP_COMP_BF16 ? 2 * m : block_bytes(comp, m);
     }
+    lp_fence_nt(dt == LP_FLOAT32);
     return LP_OK;
 }
 

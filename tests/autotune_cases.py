@@ -185,21 +185,22 @@ def scenario_forms(comm, rng):
     return n
 
 
+def slowed_calls(comm, x, n, sleep):
+    """n allreduce calls of x; rank 1 sleeps `sleep` seconds before each (a slower machine)."""
+    for _ in range(n):
+        if RANK == 1 and sleep:
+            time.sleep(sleep)
+        lpmpi.allreduce(x, comm=comm)
+
+
 def scenario_drift(comm, rng):
-    count = 4096 // 4
-    x = np.ones(count, np.float32)
+    x = np.ones(4096 // 4, np.float32)
 
-    def run(n, sleep):
-        for _ in range(n):
-            if RANK == 1 and sleep:
-                time.sleep(sleep)
-            lpmpi.allreduce(x, comm=comm)
-
-    run(80, 0)
+    slowed_calls(comm, x, 80, 0)
     k0 = _core.autotune_key("allreduce", 4096, comm)
-    run(200, 3e-3)     # long enough to re-explore and settle under the load (first window included)
+    slowed_calls(comm, x, 200, 3e-3)     # long enough to re-explore and settle under the load (first window included)
     k1 = _core.autotune_key("allreduce", 4096, comm)
-    run(200, 0)
+    slowed_calls(comm, x, 200, 0)
     k2 = _core.autotune_key("allreduce", 4096, comm)
     if k0 is None or k0["state"] != "settled":
         fail("drift", f"not settled after 80 calls: {k0}")
@@ -228,17 +229,11 @@ def scenario_stride(comm, rng):
     followed both ways from there."""
     x = np.ones(2, np.float32)
 
-    def run(n, sleep):
-        for _ in range(n):
-            if RANK == 1 and sleep:
-                time.sleep(sleep)
-            lpmpi.allreduce(x, comm=comm)
-
-    run(4000, 0)
+    slowed_calls(comm, x, 4000, 0)
     k0 = _core.autotune_key("allreduce", 8, comm)
-    run(800, 1e-3)     # a steady 8 B key's windows are 256 calls: three of them, one in flight
+    slowed_calls(comm, x, 800, 1e-3)     # a steady 8 B key's windows are 256 calls: three of them, one in flight
     k1 = _core.autotune_key("allreduce", 8, comm)
-    run(3000, 0)
+    slowed_calls(comm, x, 3000, 0)
     k2 = _core.autotune_key("allreduce", 8, comm)
     if k0 is None or k0["state"] != "settled" or k0["timed_calls"] > 0.5 * k0["calls"]:
         fail("stride", f"not settled and timing one call in several after 4000 calls: {k0}")
