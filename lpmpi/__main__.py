@@ -97,10 +97,12 @@ def info() -> None:
             print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
     from lpmpi import _env, autotune
     if _env.settings.autotune:
-        keys = autotune.state()
+        keys, learned = autotune.state(), autotune.path()
+        st = lpmpi.tables.status()
+        warm = len(st.warm) if st else 0
         print(f"online tuning (LPMPI_AUTOTUNE=1): {len(keys)} key(s) in this process"
-              + (f"; learned rows written to {_env.settings.autotune_file} at exit"
-                 if _env.settings.autotune_file else ""))
+              + (f"; {warm} learned row(s) from {learned} (their keys start settled), this run's merged "
+                 "into it at exit" if learned else "; no file of learned rows (LPMPI_AUTOTUNE_FILE=none)"))
         for line in autotune.describe(keys):
             print("  " + line)
     else:

@@ -57,9 +57,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "class, blocking calls explore a few candidates (the table's or model's choice, MPI's own, the model's "
      "next best, chunk and transport neighbours), every rank deciding alike from the slowest rank's times, "
      "then settle; a settled choice that drifts is re-examined (docs/autotune.md); every rank must set the same")),
-    ("LPMPI_AUTOTUNE_FILE", "path", ("with LPMPI_AUTOTUNE=1: start from the rows this tuning table holds "
-     "(if it exists) and write what was learned at MPI_COMM_WORLD's size there at exit (rank 0); "
-     "lpmpi-tune --merge folds it into a table")),
+    ("LPMPI_AUTOTUNE_FILE", "path|none", ("with LPMPI_AUTOTUNE=1: the tuning table of learned rows; its rows "
+     "start the run settled (a file of another MPI library, CPU model or MPI tuning variables, or a corrupt "
+     "one: ignored, one warning) and what was learned at MPI_COMM_WORLD's size is merged into it at exit "
+     "(rank 0); default the per-machine cache ~/.cache/lpmpi/autotune-P<P>-<hash>.json ($XDG_CACHE_HOME), "
+     "none: no file; lpmpi-tune --merge folds it into a table")),
     ("LPMPI_TRACE", "directory", ("write every rank's collectives to directory/trace.<rank>.json (Chrome "
      "trace events: Perfetto, chrome://tracing) at exit; lpmpi-trace directory merges and summarises them "
      "(docs/debugging.md)")),
@@ -102,7 +104,7 @@ class Settings:
     shm_spin_us: int | None = None     # LPMPI_SHM_SPIN_US: None = the engine's default
     timeout: float = 0.0               # LPMPI_TIMEOUT: seconds, 0 = off
     autotune: bool = False             # LPMPI_AUTOTUNE
-    autotune_file: str | None = None   # LPMPI_AUTOTUNE_FILE
+    autotune_file: str | None = None   # LPMPI_AUTOTUNE_FILE (None: the per-machine cache; "none": no file)
     trace: str | None = None           # LPMPI_TRACE: directory
     trace_max: int = 0                 # LPMPI_TRACE_MAX (0: the engine's default)
     fr_size: int = 256                 # LPMPI_FR_SIZE

@@ -4,14 +4,19 @@
 format ``lpmpi-tune`` writes, ``lpmpi/tables/*.json``), each row carrying, besides its choice
 and measured times, what the tuner saw: calls, calls to settle, exploration time, drift events,
 every candidate's median (:func:`reports`: every process count, memory kind and node count).
-``LPMPI_AUTOTUNE_FILE=path`` writes that table at exit (rank 0 of ``MPI_COMM_WORLD``) and, at the
-next import, lays its rows over the loaded tables (the next run starts from them);
+With the tuner on, rank 0 of ``MPI_COMM_WORLD`` writes that table at exit into the per-machine
+cache (:func:`cache_path`: one file per MPI library, CPU, MPI tuning variables and process
+count) or ``LPMPI_AUTOTUNE_FILE=path`` (``none``: no file), its rows merged over the file's
+earlier ones; at the next import the file's rows are laid over the loaded tables and their keys
+start settled (the next run does not explore them again; a file from another machine or
+configuration, or a corrupt one, is ignored with one warning);
 ``LPMPI_TUNING_FILE`` loads it as any table; ``lpmpi-tune --merge path --into table.json``
 folds it into a table.
 """
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import math
 import os
@@ -62,7 +67,8 @@ def reports(keys: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, A
     library = tables.library_version_line()
     for (P, memory, nodes, acc), rows in sorted(groups.items()):
         fp = {"mpi_library": library, "nprocs": P, "ranks_per_node": max(1, P // max(1, nodes)),
-              "nodes": nodes, "memory": memory, "cpu_model": tables.cpu_model(), "cpu_count": os.cpu_count()}
+              "nodes": nodes, "memory": memory, "cpu_model": tables.cpu_model(), "cpu_count": os.cpu_count(),
+              "mpi_tuning": tables.mpi_tuning()}
         if acc:
             fp["acc_dtype"] = "float32"
         colls: dict[str, list[dict[str, Any]]] = {}
@@ -95,7 +101,8 @@ def report(comm: Any = None, keys: Sequence[Mapping[str, Any]] | None = None) ->
             and "acc_dtype" not in d["fingerprint"]]
     if not docs:
         fp = {"mpi_library": tables.library_version_line(), "nprocs": P, "ranks_per_node": P, "nodes": 1,
-              "memory": "host", "cpu_model": tables.cpu_model(), "cpu_count": os.cpu_count()}
+              "memory": "host", "cpu_model": tables.cpu_model(), "cpu_count": os.cpu_count(),
+              "mpi_tuning": tables.mpi_tuning()}
         return {tables.VERSION_KEY: tables.TABLE_VERSION, "fingerprint": fp,
                 "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/autotune.c)"}, "collectives": {}}
     calls = {d["fingerprint"]["nodes"]: sum(r["autotune"]["calls"] for rs in d["collectives"].values() for r in rs)
@@ -162,51 +169,121 @@ def merge(autotune_path: str, table_path: str, out_path: str) -> tuple[int, int]
 
 # ----------------------------------------------------------------------------- at import / exit
 _saved = False
+#: the fingerprint fields a learned file must share with this process to apply
+_SAME = ("mpi_library", "cpu_model", "mpi_tuning")
+
+
+def _here() -> dict[str, Any]:
+    return {"mpi_library": tables.library_version_line(), "cpu_model": tables.cpu_model(),
+            "mpi_tuning": tables.mpi_tuning()}
+
+
+def cache_path(nprocs: int | None = None) -> str:
+    """The per-machine cache of learned rows: ``$XDG_CACHE_HOME/lpmpi`` (default ``~/.cache/lpmpi``),
+    ``autotune-P<nprocs>-<hash>.json``, the hash of the MPI library's version line, the CPU model,
+    the CPU count and the MPI library's tuning variables (``tables.mpi_tuning``): another library,
+    machine kind or ``I_MPI_ADJUST_*`` setting learns into another file.  ``nprocs``: default
+    ``MPI_COMM_WORLD``'s size."""
+    from mpi4py import MPI
+
+    P = MPI.COMM_WORLD.Get_size() if nprocs is None else nprocs
+    key = json.dumps({**_here(), "cpu_count": os.cpu_count()}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "lpmpi", f"autotune-P{P}-{digest}.json")
+
+
+def path() -> str | None:
+    """The file the online tuner starts from and writes at exit: ``LPMPI_AUTOTUNE_FILE``, else
+    :func:`cache_path`; None where ``LPMPI_AUTOTUNE_FILE=none`` (no file)."""
+    f = _env.settings.autotune_file
+    if f is None:
+        return cache_path()
+    return None if f.lower() == "none" else f
+
+
+def _foreign(fp: Mapping[str, Any]) -> str | None:
+    """Why a learned file's fingerprint does not apply here (None: it does)."""
+    here = _here()
+    for k in _SAME:
+        theirs = fp.get(k, {} if k == "mpi_tuning" else None)
+        if theirs != here[k]:
+            return f"foreign: learned with {k} {theirs!r}, here {here[k]!r}"
+    return None
+
+
+def _merged(p: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``'s rows over those the file ``p`` already holds for the same process count, node
+    count, memory kind and machine (rows of size classes this run did not see are kept)."""
+    try:
+        with open(p, encoding="utf-8") as f:
+            old = json.load(f)
+        tables.read_table(p)
+    except (OSError, ValueError, tables.TableError):
+        return doc
+    fp, ofp = doc["fingerprint"], old.get("fingerprint", {})
+    if _foreign(ofp) or any(ofp.get(k) != fp.get(k) for k in ("nprocs", "nodes", "memory", "acc_dtype")):
+        return doc
+    colls = {name: list(rows) for name, rows in old.get("collectives", {}).items()}
+    for name, rows in doc["collectives"].items():
+        new_lo = {float(r["lo"]) for r in rows}
+        kept = [r for r in colls.get(name, []) if float(r["lo"]) not in new_lo]
+        colls[name] = sorted(kept + list(rows), key=lambda r: float(r["lo"]))
+    return {**doc, "collectives": colls}
 
 
 def _save_at_exit() -> None:
     from mpi4py import MPI
 
     global _saved
-    path = _env.settings.autotune_file
-    if _saved or not path:
+    if _saved:
         return
     _saved = True
+    p = None
     try:
-        if MPI.COMM_WORLD.Get_rank() != 0:
+        p = path()
+        if not p or MPI.COMM_WORLD.Get_rank() != 0:
             return
         doc = report()
         if doc["collectives"]:
-            write(path, doc)
+            os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
+            write(p, _merged(p, doc))
     except Exception as exc:  # noqa: BLE001 - the program's exit must not fail for this
         import sys
 
-        print(f"lpmpi: LPMPI_AUTOTUNE_FILE={path!r} not written: {exc}", file=sys.stderr)
+        print(f"lpmpi: learned rows not written to {p!r}: {exc}", file=sys.stderr)
 
 
 def warm_rows(st: tables.LoadStatus) -> list[tuple[tables.Table, tables.Row]]:
-    """The rows of LPMPI_AUTOTUNE_FILE (if set, on, and readable) for this MPI library, which
-    the loader applies over the tables (``LoadStatus.ignored`` says why a file was not)."""
-    s = _env.settings
-    if not (s.autotune and s.autotune_file and os.path.exists(s.autotune_file)):
+    """The rows of the learned file (:func:`path`; tuner on, the file there and readable, learned
+    on this MPI library, CPU model and MPI tuning variables), which the loader applies over the
+    tables, their keys starting settled (``LoadStatus.ignored`` says why a file was not)."""
+    if not _env.settings.autotune:
         return []
     try:
-        t = read(s.autotune_file)
-    except tables.TableError as exc:
-        st.ignored.append((s.autotune_file, str(exc)))
+        p = path()
+    except Exception as exc:  # noqa: BLE001 - no cache path (no home): start from the tables
+        st.ignored.append(("the per-machine cache", str(exc)))
         return []
-    applies, _ = tables.compare_fingerprint(t.fingerprint, {"mpi_library": st.library})
-    if not applies:
-        st.ignored.append((s.autotune_file, f"foreign: tuned with {t.fingerprint['mpi_library']!r}"))
+    if not p or not os.path.exists(p):
+        return []
+    try:
+        t = read(p)
+    except tables.TableError as exc:
+        st.ignored.append((p, str(exc)))
+        return []
+    why = _foreign(t.fingerprint)
+    if why:
+        st.ignored.append((p, why))
         return []
     return [(t, r) for r in t.rows]
 
 
 def install() -> None:
-    """At import, before the tables load: LPMPI_AUTOTUNE_FILE's rows laid over them, and the
-    report written there at exit."""
+    """At import, before the tables load: the learned file's rows laid over them, and this
+    run's report written there at exit (the tuner on)."""
     tables._warm_rows = warm_rows
-    if _env.settings.autotune and _env.settings.autotune_file:
+    if _env.settings.autotune:
         atexit.register(_save_at_exit)
 
 

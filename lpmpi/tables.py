@@ -766,12 +766,13 @@ def _apply(st: LoadStatus) -> None:
     _core.table_clear()
     _core.model_set(*_builtin_model[:3])
     _core.model_set_net(*_builtin_model[3:])
-    pairs = [(t, r) for t in st.applied for r in t.rows] + st.warm   # LPMPI_AUTOTUNE_FILE's last: they win
-    for t, r in pairs:
+    # the learned rows (lpmpi.autotune.path) last: they win, and their keys start settled
+    pairs = [(t, r, False) for t in st.applied for r in t.rows] + [(t, r, True) for t, r in st.warm]
+    for t, r, learned in pairs:
         try:
             _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,
                             staging_buffers=r.staging_buffers, acc=t.acc, transport=r.transport,
-                            nodes=t.nodes)
+                            nodes=t.nodes, learned=learned)
         except (ValueError, TypeError) as exc:
             t.skipped.append(f"{r.collective} [{r.lo:g}, {r.hi:g}): engine refused it ({exc})")
     mt = model_table(st.applied)

@@ -35,6 +35,9 @@
  *             reference for a choice that runs alone); a window whose median is more than
  *             DRIFT slower or faster than it, three times in a row, re-explores: the previous
  *             winners, MPI's own and the static choice.
+ *   learned   a key whose static decision is a row the tuner learned in an earlier run
+ *             (LPMPI_AUTOTUNE_FILE, by default the per-machine cache: lpmpi/autotune.py) starts
+ *             settled on it, its first window the reference: no exploration, drift as above.
  *
  * Every rank takes the same decision at the same call of a key: the call counts are equal on
  * every rank (MPI orders collectives per communicator), and every decision reads only the
@@ -471,6 +474,7 @@ static void apply(lp_at_key_t *k) {
     I->last_seconds = m;
     if (isnan(k->ref)) {
         k->ref = m;
+        if (isnan(I->seconds)) I->seconds = I->median[I->choice] = m;   /* (settled from a learned row) */
         return;
     }
     k->hi = m > k->ref * DRIFT ? k->hi + 1 : 0;
@@ -550,7 +554,13 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         I->last_seconds = NAN;
         k->ctx = ctx;
         candidates(k, ctx, ch);
-        explore(k, 1);
+        if (ch->learned) {       /* a row learned in an earlier run (LPMPI_AUTOTUNE_FILE): settled */
+            for (int i = 0; i < I->ncand; i++) I->median[i] = NAN;
+            settle(k, 0);
+            I->settle_calls = 0;
+        } else {
+            explore(k, 1);
+        }
         k->ctx_next = ctx->at_keys;
         ctx->at_keys = k;
         pthread_mutex_lock(&klock);

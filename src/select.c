@@ -49,7 +49,7 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
 /* auto's algorithm and chunk (before the caller's chunk_bytes) */
 static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll, int P, int nodes,
                         size_t nbytes, lp_mem_t mem, int acc, int node_local, lp_choice_t *out) {
-    int a = -1, w = 0, src = LP_SRC_MODEL, tp = LP_TP_MODEL;
+    int a = -1, w = 0, src = LP_SRC_MODEL, tp = LP_TP_MODEL, learned = 0;
     size_t c = 0;
     if (ovr_alg(coll) >= 0) {                                        /* 1. environment */
         a = ovr_alg(coll);
@@ -63,6 +63,7 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
         c = row->chunk;
         w = row->staging;
         tp = row->transport;
+        learned = row->learned;
         src = LP_SRC_TABLE;
     }
     if (a < 0) {                                                     /* 3. cost model */
@@ -92,7 +93,7 @@ static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll
     else if (ovr_chunk[coll]) { c = ovr_chunk[coll]; src = LP_SRC_OVERRIDE; }
     else if (!c) c = lp_best_chunk_with(m, a, P, nodes, nbytes);
     *out = (lp_choice_t){.alg = a, .chunk = c, .staging = w, .source = src, .transport = tp,
-                         .transport_source = tp ? LP_SRC_TABLE : LP_SRC_MODEL};
+                         .transport_source = tp ? LP_SRC_TABLE : LP_SRC_MODEL, .learned = learned};
 }
 
 lp_key_t lp_decision_key(lp_coll_t coll, int P, int nodes, size_t count, lp_dtype_t dt, lp_dtype_t acc_dt,

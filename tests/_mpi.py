@@ -67,6 +67,9 @@ def child_env(extra: dict | None = None) -> dict:
     env["PYTHONFAULTHANDLER"] = "1"
     # the watchdog's flight-recorder dumps (tests that time out on purpose) out of the tree
     env["LPMPI_FR_DIR"] = os.path.join(tempfile.gettempdir(), f"lpmpi-tests-fr-{os.getpid()}")
+    # the online tuner's learned rows: no per-machine cache (~/.cache/lpmpi) read or written by
+    # the tests, whose keys would then start settled from an earlier test's run
+    env["LPMPI_AUTOTUNE_FILE"] = "none"
     if extra:
         env.update({k: str(v) for k, v in extra.items()})
     return env

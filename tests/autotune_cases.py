@@ -16,6 +16,9 @@ Scenarios (each prints ``FAIL rank=R case=...`` lines and a ``SUMMARY`` line on 
   the settled choice at its later starts (``Request._choice``), with correct results.
 - ``drift``: a settled key whose calls become much slower (rank 1 sleeps 3 ms before each call)
   re-explores; then faster again, re-explores again.
+- ``learned``: --calls blocking allreduce calls at each of --sizes (bytes); prints one
+  ``LEARNED`` JSON line on rank 0: the learned rows the tables got (``tables.status().warm``)
+  and each key's settle and explore counts and choice; every rank's tuner state compared.
 - ``save``: the report as a tuning table (``lpmpi.autotune_report()``), written to --out by rank
   0 (LPMPI_AUTOTUNE_FILE does it at exit as well).
 """
@@ -224,6 +227,28 @@ def scenario_save(comm, rng, out):
     return len(doc["collectives"])
 
 
+def scenario_learned(comm, sizes, n):
+    """A run of a program that makes n calls at each size; what the keys did, on rank 0."""
+    import json
+
+    for i in range(n):
+        for nbytes in sizes:
+            count = max(SIZE, nbytes // 4)
+            x = np.full(count, RANK + i, np.float32)
+            y = lpmpi.allreduce(x, comm=comm)
+            if not np.array_equal(y, np.full(count, sum(range(SIZE)) + SIZE * i, np.float32)):
+                fail(f"learned n={nbytes} i={i}", "wrong result")
+    same_everywhere(comm, "learned")
+    keys = {int(k["nbytes"]): {"settle_calls": k["settle_calls"], "explore_calls": k["explore_calls"],
+                               "state": k["state"],
+                               "choice": None if k["choice"] is None else
+                               [k["candidates"][k["choice"]][f] for f in ("algorithm", "chunk_bytes", "transport")]}
+            for k in autotune.state()}
+    if RANK == 0:
+        say("LEARNED " + json.dumps({"warm": len(tables.status().warm), "path": autotune.path(), "keys": keys}))
+    return len(keys)
+
+
 def scenario_stride(comm, rng):
     """A key settled long enough reads the clock on one call in AT_STRIDE; a drift is still
     followed both ways from there."""
@@ -247,8 +272,10 @@ def scenario_stride(comm, rng):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["noise", "forms", "drift", "stride", "save"])
+    ap.add_argument("scenario", choices=["noise", "forms", "drift", "stride", "save", "learned"])
     ap.add_argument("--out")
+    ap.add_argument("--sizes", default="4096")
+    ap.add_argument("--calls", type=int, default=70)
     args = ap.parse_args()
     comm = WORLD.Dup()
     rng = np.random.default_rng(1234 + RANK)
@@ -261,6 +288,8 @@ def main():
             n = scenario_drift(comm, rng)
         elif args.scenario == "stride":
             n = scenario_stride(comm, rng)
+        elif args.scenario == "learned":
+            n = scenario_learned(comm, [int(b) for b in args.sizes.split(",")], args.calls)
         else:
             n = scenario_save(comm, rng, args.out)
     except Exception:

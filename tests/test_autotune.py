@@ -86,6 +86,54 @@ def test_report_file_warm_start_and_merge(tmp_path):
     assert (at.algorithm, at.chunk_bytes) == (learned.algorithm, learned.chunk_bytes)
 
 
+def _learned(sizes, env, calls=70):
+    out = _spawn(2, "learned", "--sizes", ",".join(map(str, sizes)), "--calls", str(calls), env=env)
+    line = next(ln for ln in out.splitlines() if ln.startswith("LEARNED "))
+    return json.loads(line[len("LEARNED "):]), out
+
+
+@pytest.mark.mpi
+def test_the_per_machine_cache_starts_the_next_run_settled(tmp_path):
+    """Without LPMPI_AUTOTUNE_FILE the learned rows go to the per-machine cache (one file per
+    MPI library, CPU and MPI tuning variables); the next run's keys they cover start settled on
+    them (no exploring call), its other keys explore and join the file; another MPI tuning
+    setting learns into another file; a corrupt cache or a foreign file: one warning a process,
+    the keys explore, the corrupt file replaced at exit."""
+    env = {"XDG_CACHE_HOME": str(tmp_path), "LPMPI_AUTOTUNE_FILE": ""}
+    first, _ = _learned([4096], env)
+    files = sorted((tmp_path / "lpmpi").glob("autotune-P2-*.json"))
+    assert len(files) == 1 and first["path"] == str(files[0]), (first, files)
+    assert first["warm"] == 0 and first["keys"]["4096"]["settle_calls"] > 0, first
+    learned = first["keys"]["4096"]["choice"]
+
+    second, out = _learned([4096, 65536], env)
+    k, new = second["keys"]["4096"], second["keys"]["65536"]
+    assert second["warm"] == 1 and "TuningWarning" not in out, out[-3000:]
+    assert (k["state"], k["settle_calls"], k["explore_calls"], k["choice"]) == ("settled", 0, 0, learned), second
+    assert new["explore_calls"] > 0, second
+    rows = json.loads(files[0].read_text())["collectives"]["allreduce"]
+    assert [r["lo"] for r in rows] == [4096, 65536], rows          # merged: the first run's row kept
+
+    other, _ = _learned([4096], {**env, "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "auto"})
+    assert other["warm"] == 0 and other["path"] != first["path"], other
+    assert len(list((tmp_path / "lpmpi").glob("autotune-P2-*.json"))) == 2
+
+    files[0].write_text("{ not json")
+    bad, out = _learned([4096], env)
+    assert out.count("TuningWarning") == 2 and files[0].name in out, out[-3000:]   # one per rank
+    assert bad["warm"] == 0 and bad["keys"]["4096"]["explore_calls"] > 0, bad
+    from lpmpi import tables
+    assert tables.read_table(files[0]).rows                        # replaced at exit
+
+    doc = json.loads(files[0].read_text())
+    doc["fingerprint"]["cpu_model"] = "Another CPU 9000"
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps(doc))
+    got, out = _learned([4096], {**env, "LPMPI_AUTOTUNE_FILE": str(foreign)})
+    assert out.count("TuningWarning") == 2 and "foreign" in out, out[-3000:]
+    assert got["warm"] == 0 and got["keys"]["4096"]["explore_calls"] > 0, got
+
+
 def test_overlay_cuts_the_base_rows_around_the_learned_ones():
     from lpmpi import autotune, tables
     base = [tables.Row("allreduce", 0, 1000, "lp", 256, ()), tables.Row("allreduce", 1000, math.inf, "ring", 4096, ())]
