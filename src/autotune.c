@@ -42,8 +42,12 @@
  * Every rank takes the same decision at the same call of a key: the call counts are equal on
  * every rank (MPI orders collectives per communicator), and every decision reads only the
  * reduced numbers.  A candidate that failed on any rank (its time is FAILED after the MAX) is
- * never tried again.  Nonblocking and persistent calls take the key's settled choice (their
- * time includes the program's overlap: not a measure of the collective), else the static one. */
+ * never tried again.  Nonblocking calls are a key's calls as the blocking ones are (explored,
+ * settled, timed): a call's time runs from its start to its end as the engine sees it (the
+ * program's wait or test that completes it, or the progress thread), what the program waits
+ * for; a window whose last call is nonblocking is agreed at the key's next call (every rank
+ * there in program order), a call not ended by then on some rank counting as no sample.
+ * Persistent requests take the key's settled choice at each start, else the static one. */
 #include "engine.h"
 #include <math.h>
 #include <pthread.h>
@@ -109,6 +113,14 @@ static const int round_reps[] = {2, 2, 4};               /* calls per candidate,
 
 enum { AT_EXPLORE = 0, AT_SETTLED = 1 };
 
+#define W_NS_BITS 40
+#define W_NS_MASK ((UINT64_C(1) << W_NS_BITS) - 1)
+#define W_GEN_MASK 0xFFFFFFu
+#define W_PENDING W_NS_MASK             /* handed out, its call not ended */
+#define W_FAILED (W_NS_MASK - 1)
+#define W_MISSING (W_NS_MASK - 2)        /* never ran */
+static inline uint64_t wword(unsigned gen, uint64_t v) { return ((uint64_t)gen << W_NS_BITS) | v; }
+
 typedef struct lp_at_key {
     struct lp_at_key *next;   /* every key of the process (the report) */
     struct lp_at_key *ctx_next;    /* its communicator's keys */
@@ -122,7 +134,13 @@ typedef struct lp_at_key {
     int prev[AT_MAXC], nprev;      /* earlier winners (re-exploration tries them first) */
     /* the window: slots in call order, each a candidate and this rank's time */
     int wlen, wn, wc[AT_WIN];
-    double wt[AT_WIN];
+    /* each slot's word: the window's generation (high 24 bits) and this rank's time in ns (low
+     * 40 bits; W_PENDING while its call runs).  A nonblocking call's completion writes it from
+     * whichever thread sees it end (lp_autotune_ended), only while the slot still holds its
+     * generation's W_PENDING: a late completion never writes into a later window */
+    _Atomic uint64_t ws[AT_WIN];
+    unsigned wgen;
+    int due;                  /* the window's last call was nonblocking: its times go at the key's next call */
     /* the reduction of the last window, in flight */
     double snd[AT_WIN], rcv[AT_WIN];
     int rc_[AT_WIN], nred, pending;
@@ -249,6 +267,8 @@ static lp_at_key_t *key_find(lp_ctx_t *ctx, const lp_key_t *kk, int esize) {
 static void window_start(lp_at_key_t *k) {
     lp_at_info_t *I = &k->info;
     k->wn = 0;
+    k->wgen = (k->wgen + 1) & W_GEN_MASK;
+    k->due = 0;
     if (I->state == AT_SETTLED) {
         /* about k->span of calls (100 us, doubling while the windows agree with the
          * reference, up to 1 ms), 16..AT_WIN: the reduction's cost hidden in many calls when
@@ -502,7 +522,10 @@ static int finish(lp_ctx_t *ctx, lp_at_key_t *k) {
 /* the window is full: its times to every rank (one MAX), waited for later */
 static int issue(lp_ctx_t *ctx, lp_at_key_t *k) {
     for (int s = 0; s < k->wn; s++) {
-        k->snd[s] = k->wt[s];
+        const uint64_t w = atomic_load_explicit(&k->ws[s], memory_order_acquire), v = w & W_NS_MASK;
+        /* (a nonblocking call not ended on this rank yet: no time, on every rank after the MAX) */
+        k->snd[s] = (w >> W_NS_BITS) != k->wgen || v == W_PENDING || v == W_MISSING ? MISSING
+                    : v == W_FAILED ? FAILED : 1e-9 * (double)v;
         k->rc_[s] = k->wc[s];
     }
     k->nred = k->wn;
@@ -534,7 +557,7 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         (ch->source != LP_SRC_TABLE && ch->source != LP_SRC_MODEL) || ch->transport_source == LP_SRC_OVERRIDE)
         return LP_OK;
     lp_at_key_t *k = key_find(ctx, kk, esize);
-    if (kind != LP_REQ_BLOCKING) {                   /* the settled choice, not measured */
+    if (kind == LP_REQ_PERSISTENT) {                 /* the settled choice, not measured */
         settled_choice(k, ch);
         return LP_OK;
     }
@@ -575,7 +598,13 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         return LP_OK;
     }
     k->skip = 0;
-    if (k->pending && I->calls >= k->apply_at) { int rc_ = finish(ctx, k); if (rc_ != LP_OK) return rc_; }
+    int rc_ = LP_OK;
+    if (k->due) {              /* the last window ended with a nonblocking call: its times go now */
+        k->due = 0;
+        if (k->pending && (rc_ = finish(ctx, k)) != LP_OK) return rc_;   /* (one reduction in flight) */
+        if (k->wn >= k->wlen && (rc_ = issue(ctx, k)) != LP_OK) return rc_;   /* (unless that began a window) */
+    }
+    if (k->pending && I->calls >= k->apply_at && (rc_ = finish(ctx, k)) != LP_OK) return rc_;
     if (k->wn >= k->wlen) window_start(k);           /* (settled: the next window) */
     int c = k->wc[k->wn];
     const lp_at_cand_t *cd = &I->cand[c];
@@ -584,7 +613,13 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
     ch->transport = cd->transport;
     ch->source = ch->transport_source = LP_SRC_AUTOTUNE;
     slot->key = k;
-    slot->index = k->wn++;
+    slot->index = k->wn;
+    slot->gen = k->wgen;
+    atomic_store_explicit(&k->ws[k->wn], wword(k->wgen, W_PENDING), memory_order_relaxed);
+    k->wn++;
+    /* a nonblocking call's time: from here to its end as the engine sees it (lp_autotune_ended:
+     * the program's wait or test, or the progress thread), what the program waits for */
+    if (kind != LP_REQ_BLOCKING && k->wn >= k->wlen) k->due = 1;
     slot->t0 = now_s();
     I->calls++;
     I->timed_calls++;
@@ -595,12 +630,23 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
     return LP_OK;
 }
 
+void lp_autotune_ended(lp_at_slot_t *slot, int ran) {
+    lp_at_key_t *k = slot->key;
+    if (!k) return;
+    slot->key = NULL;
+    const double t = now_s() - slot->t0;
+    const uint64_t v = ran <= 0 ? (ran == 0 ? W_FAILED : W_MISSING)
+                     : t <= 0 ? 0 : t * 1e9 >= (double)(W_MISSING - 1) ? W_MISSING - 1 : (uint64_t)(t * 1e9);
+    uint64_t want = wword(slot->gen, W_PENDING);
+    atomic_compare_exchange_strong_explicit(&k->ws[slot->index], &want, wword(slot->gen, v),
+                                            memory_order_release, memory_order_relaxed);
+}
+
 int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran) {
     lp_at_key_t *k = slot->key;
     if (!k) return LP_OK;
-    slot->key = NULL;
-    k->wt[slot->index] = ran > 0 ? now_s() - slot->t0 : ran == 0 ? FAILED : MISSING;
-    if (k->wn < k->wlen) return LP_OK;
+    lp_autotune_ended(slot, ran);
+    if (k->wn < k->wlen || k->due) return LP_OK;     /* (due: a nonblocking call ends the window) */
     if (k->pending) {                               /* the window before (settled: one window's lag) */
         int rc = finish(ctx, k);
         if (rc != LP_OK) return rc;

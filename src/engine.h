@@ -60,12 +60,15 @@ int lp_decide(lp_ctx_t *ctx, const lp_key_t *key, int alg, size_t chunk_bytes, l
 
 /* ---- online tuning (autotune.c) ---- */
 extern int lp_autotune;
-typedef struct { struct lp_at_key *key; int index; double t0; } lp_at_slot_t;
-/* a call's choice under LPMPI_AUTOTUNE (ch: the static decision, replaced; slot: the blocking
- * call's place in its key's window (esize: the dtype's size, part of the key), to be closed by lp_autotune_done: ran 1 ok, 0 failed, -1
- * never ran) */
+typedef struct { struct lp_at_key *key; int index; unsigned gen; double t0; } lp_at_slot_t;
+/* a call's choice under LPMPI_AUTOTUNE (ch: the static decision, replaced; slot: the call's
+ * place in its key's window (esize: the dtype's size, part of the key)).  A blocking call's
+ * slot is closed by lp_autotune_done (ran 1 ok, 0 failed, -1 never ran), which may agree the
+ * window's times; a nonblocking call's by lp_autotune_ended when the request ends (any
+ * thread: it only records the time). */
 int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *key, int esize, int kind, lp_choice_t *ch, lp_at_slot_t *slot);
 int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran);
+void lp_autotune_ended(lp_at_slot_t *slot, int ran);
 int lp_autotune_open(lp_ctx_t *ctx);       /* the context's duplicate (context.c, first call) */
 void lp_autotune_detach(lp_ctx_t *ctx);    /* its communicator goes (context.c) */
 int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *key, int esize, lp_at_info_t *out);
@@ -281,6 +284,7 @@ struct lp_req {
                                  settled choice at each start (request.c req_retune) */
     lp_key_t at_key;
     int at_esize;
+    lp_at_slot_t at_slot;     /* LPMPI_AUTOTUNE: a nonblocking call's place in its key's window */
     long long t_start;        /* LPMPI_TIMEOUT on: when it started (ns, CLOCK_MONOTONIC) */
     uint64_t fr;              /* its call's flight-recorder entry (gen; 0: none) */
     int fr_phases;            /* the trace times its phases */

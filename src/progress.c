@@ -54,8 +54,10 @@ static long long now_ns(void) {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-/* r is complete or failed: its flight-recorder entry (and trace record) ends */
+/* r is complete or failed: its flight-recorder entry (and trace record) ends, and its time
+ * under LPMPI_AUTOTUNE is recorded */
 static inline void ended(lp_req_t *r) {
+    if (r->at_slot.key) lp_autotune_ended(&r->at_slot, r->rc == LP_OK);   /* its time, LPMPI_AUTOTUNE */
     if (!r->fr) return;
     lp_fr_end(r->fr, r->rc);
     r->fr = 0;

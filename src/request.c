@@ -470,9 +470,14 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
         r->planned = 1;
     }
     if (kind == LP_REQ_PERSISTENT && r->sched && r->sched->init) LP_TRY(r->sched->init(r, &r->a));
+    r->at_slot = (lp_at_slot_t){0};
     if (kind != LP_REQ_PERSISTENT) {
         r->fr = fr;
         LP_TRY(req_tags(r));
+        if (kind == LP_REQ_NONBLOCKING) {    /* its time ends with it (progress.c ended) */
+            r->at_slot = slot;
+            slot.key = NULL;
+        }
         if (kind == LP_REQ_BLOCKING) {
             rc = lp_engine_run(r);
             int trc = lp_autotune_done(ctx, &slot, rc == LP_OK);   /* (no-op untuned) */

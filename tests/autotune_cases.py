@@ -14,6 +14,11 @@ Scenarios (each prints ``FAIL rank=R case=...`` lines and a ``SUMMARY`` line on 
 - ``forms``: after settling, nonblocking and persistent calls of the same keys (they take the
   settled choice) give correct results; a persistent request made before the key settled runs
   the settled choice at its later starts (``Request._choice``), with correct results.
+- ``nonblocking``: a program that makes only nonblocking calls (allreduce and allgather, two
+  sizes each, up to 8 requests in flight, waited in start order or reversed, noise on rank 1):
+  its keys explore and settle from those calls (each timed from its start to its end), every
+  result right, every rank's tuner state alike; a burst of more requests in flight than a
+  window holds (times not ended when the window is agreed) still settles, results right.
 - ``drift``: a settled key whose calls become much slower (rank 1 sleeps 3 ms before each call)
   re-explores; then faster again, re-explores again.
 - ``learned``: --calls blocking allreduce calls at each of --sizes (bytes); prints one
@@ -188,6 +193,46 @@ def scenario_forms(comm, rng):
     return n
 
 
+def scenario_nonblocking(comm, rng):
+    P = comm.Get_size()
+    sizes = (4096, 65536)
+    for i in range(90):
+        reqs = []
+        for nbytes in sizes:
+            for j in range(2):
+                x = np.full(nbytes // 4, RANK + i + j, np.float32)
+                noisy(rng, 0.3)
+                reqs.append((f"iallreduce n={nbytes} i={i} j={j}", lpmpi.iallreduce(x, comm=comm),
+                             np.full(x.size, sum(range(P)) + P * (i + j), np.float32)))
+                g = np.full(nbytes // 4 // P, RANK * 1000 + i + j, np.float32)
+                reqs.append((f"iallgather n={nbytes} i={i} j={j}", lpmpi.iallgather(g, comm=comm),
+                             np.repeat(np.arange(P, dtype=np.float32) * 1000 + i + j, g.size)))
+        for case, q, want in (reqs if i % 2 else reqs[::-1]):
+            try:
+                if not np.array_equal(np.ravel(q.wait()), want):
+                    fail(case, "wrong result")
+            except Exception:
+                fail(case, traceback.format_exc(limit=3))
+    keys = autotune.state()
+    if len(keys) != 2 * len(sizes):
+        fail("nonblocking", f"{len(keys)} keys, want {2 * len(sizes)}: {autotune.describe(keys)}")
+    for k in keys:
+        if k["explore_calls"] < 8 or k["settles"] < 1 or k["settle_calls"] > 2 * 64:
+            fail("nonblocking settle", f"{k['collective']} {k['nbytes']} B: {autotune.describe_key(k)}")
+    # a burst: 40 requests of one key in flight before any is waited for
+    x = np.full(1024, RANK, np.float32)
+    for i in range(6):
+        reqs = [lpmpi.iallreduce(x + j, comm=comm) for j in range(40)]
+        for j, q in enumerate(reqs):
+            if not np.array_equal(q.wait(), np.full(x.size, sum(range(P)) + P * j, np.float32)):
+                fail(f"burst i={i} j={j}", "wrong result")
+    k = _core.autotune_key("allreduce", x.nbytes, comm)
+    if k is None or k["settles"] < 1:
+        fail("burst", f"not settled after 240 calls in bursts: {k and autotune.describe_key(k)}")
+    same_everywhere(comm, "nonblocking")
+    return len(keys) + 1
+
+
 def slowed_calls(comm, x, n, sleep):
     """n allreduce calls of x; rank 1 sleeps `sleep` seconds before each (a slower machine)."""
     for _ in range(n):
@@ -272,7 +317,7 @@ def scenario_stride(comm, rng):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["noise", "forms", "drift", "stride", "save", "learned"])
+    ap.add_argument("scenario", choices=["noise", "forms", "nonblocking", "drift", "stride", "save", "learned"])
     ap.add_argument("--out")
     ap.add_argument("--sizes", default="4096")
     ap.add_argument("--calls", type=int, default=70)
@@ -284,6 +329,8 @@ def main():
             n = scenario_noise(comm, rng)
         elif args.scenario == "forms":
             n = scenario_forms(comm, rng)
+        elif args.scenario == "nonblocking":
+            n = scenario_nonblocking(comm, rng)
         elif args.scenario == "drift":
             n = scenario_drift(comm, rng)
         elif args.scenario == "stride":

@@ -1,7 +1,7 @@
 """The online tuner (LPMPI_AUTOTUNE=1, issue 40): every rank takes the same choice at every
 call (LPMPI_CHECK=1 compares each call's whole decision; the tuner's states are compared after
 the run) with noise on one rank only; keys settle within 64 calls; nonblocking and persistent
-calls take the settled choice; a drift is followed both ways; what was learned reads back as a
+calls take the settled choice; a program of nonblocking calls only explores and settles; a drift is followed both ways; what was learned reads back as a
 tuning table, is written at exit, starts the next run and folds into a table (lpmpi-tune
 --merge).  The shared measurement core (median, prune, decide) is the engine's."""
 import json
@@ -36,6 +36,12 @@ def test_every_rank_chooses_alike_under_noise_on_one_rank(nprocs):
 @pytest.mark.mpi
 def test_nonblocking_and_persistent_calls_take_the_settled_choice():
     _spawn(2, "forms")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_a_program_of_nonblocking_calls_only_explores_and_settles(nprocs):
+    _spawn(nprocs, "nonblocking")
 
 
 @pytest.mark.mpi

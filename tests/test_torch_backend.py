@@ -113,6 +113,25 @@ def test_training_matches_gloo_through_a_checkpoint(tmp_path, nprocs, mode):
     assert res["lpmpi"][1]["losses"][0] != res["lpmpi"][0]["losses"][0]
 
 
+@pytest.mark.mpi
+def test_ddp_tunes_its_nonblocking_allreduces_online(tmp_path):
+    """With LPMPI_AUTOTUNE=1, DDP's bucket allreduces (nonblocking calls only) explore and
+    settle (issue 50), every rank deciding alike (LPMPI_CHECK=1), the ranks' parameters equal;
+    the learned rows written at exit."""
+    learned, js = tmp_path / "learned.json", tmp_path / "ddp.json"
+    cmd = [mpiexec(), "-n", "2", sys.executable, str(TRAIN), "--backend", "lpmpi", "--mode", "ddp",
+           "--steps", "80", "--json", str(js)]
+    env = _env({"LPMPI_AUTOTUNE": "1", "LPMPI_CHECK": "1", "LPMPI_AUTOTUNE_FILE": str(learned)})
+    rc, out, _ = run(cmd, env, 300)
+    if rc != 0:
+        pytest.fail(format_failure(cmd, None, rc, out, 300), pytrace=False)
+    got = json.loads(js.read_text())
+    assert got["same_on_every_rank"] and all(math.isfinite(x) for x in got["losses"]), got
+    rows = json.loads(learned.read_text())["collectives"]["allreduce"]
+    assert rows and all(r["autotune"]["explore_calls"] > 0 and r["autotune"]["settle_calls"] <= 64
+                        for r in rows), rows
+
+
 def _state_dicts(tmp_path, nprocs, backend):
     d = tmp_path / f"sd-{backend}-{nprocs}"
     js, pt = d.with_suffix(".json"), d.with_suffix(".pt")
