@@ -98,13 +98,13 @@ int lp_check_agree(lp_ctx_t *ctx, const int64_t *v, int local_err) {
     if (ctx->nat_next != atomic_load(&ctx->nat_turn)) LP_TRY(lp_engine_drain(ctx));
     for (int i = 0; i < LP_CK_N; i++) mine[i] = v ? v[i] : 0;
     mine[LP_CK_N] = local_err;
-    if (lp_timeout_ns) {        /* the watchdog: a rank that never enters raises on the others */
-        MPI_Request q = MPI_REQUEST_NULL;
-        LP_MPI(MPI_Iallgather(mine, st, MPI_INT64_T, all, st, MPI_INT64_T, ctx->comm, &q));
-        LP_TRY(lp_mpi_wait_timed(&q, "LPMPI_CHECK's agreement on this call (MPI_Iallgather)", P));
-    } else {
-        LP_MPI(MPI_Allgather(mine, st, MPI_INT64_T, all, st, MPI_INT64_T, ctx->comm));
-    }
+    /* always the nonblocking form (MPI never matches a blocking collective with a nonblocking
+     * one, and the wait's form depends on this rank's state): lp_mpi_wait_timed blocks in MPI
+     * where it can, advances the requests in flight meanwhile (a peer may wait for one of them
+     * before it gets here), and under the watchdog raises where a rank never enters */
+    MPI_Request q = MPI_REQUEST_NULL;
+    LP_MPI(MPI_Iallgather(mine, st, MPI_INT64_T, all, st, MPI_INT64_T, ctx->comm, &q));
+    LP_TRY(lp_mpi_wait_timed(&q, "LPMPI_CHECK's agreement on this call (MPI_Iallgather)", P));
     int bad = 0;
     for (int r = 0; r < P; r++) bad += all[r * st + LP_CK_N] != 0;
     if (bad) {

@@ -535,7 +535,12 @@ static int overdue(lp_req_t *r) {
 }
 
 int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P) {
-    if (!lp_timeout_ns && !lp_fr_notices()) {     /* blocking (a notice cannot wake it: alive.c) */
+    /* lpmpi requests in flight (nonblocking calls not waited for yet) advance while this waits,
+     * as MPI's progress rule asks: a peer may wait for one of them before it reaches this
+     * agreement (rank 0 starts a and b, then waits; rank 1 starts a, waits for it, starts b:
+     * rank 0's agreement at b's start waits for rank 1, whose wait for a needs rank 0's steps) */
+    const int others = atomic_load_explicit(&lp_nactive, memory_order_relaxed) != 0;
+    if (!others && !lp_timeout_ns && !lp_fr_notices()) {   /* blocking (a notice cannot wake it: alive.c) */
         const int in = lp_inside_enter(NULL, "the first lpmpi collective on a communicator (its ranks' barrier)");
         int e = MPI_Wait(q, MPI_STATUS_IGNORE);
         lp_inside_leave(in);
@@ -546,6 +551,10 @@ int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P) {
         int done = 0, e = MPI_Test(q, &done, MPI_STATUS_IGNORE);
         if (e != MPI_SUCCESS) return lp_mpi_fail(e, __FILE__, __LINE__, what);
         if (done) return LP_OK;
+        if (others) {
+            int prc = lp_progress();
+            if (prc != LP_OK) return prc;
+        }
         const long long t = now_ns(), age = t - t0, since = lp_fr_notice_ns();
         if (since && t - (t0 > since ? t0 : since) >= NOTICE_GRACE_NS) {
             lp_fr_lost("a process of the job ended (the launcher's notice) and a communicator's ranks never all "
@@ -563,7 +572,7 @@ int lp_mpi_wait_timed(MPI_Request *q, const char *what, int P) {
                            "communicator is unusable now (e.g. comm.Abort())%s", what,
                            (double)age / 1e9, P, fr);
         }
-        if (age < 1000000) sched_yield();
+        if (others || age < 1000000) sched_yield();
         else {
             struct timespec nap = {0, 200000};
             nanosleep(&nap, NULL);

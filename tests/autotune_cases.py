@@ -19,6 +19,10 @@ Scenarios (each prints ``FAIL rank=R case=...`` lines and a ``SUMMARY`` line on 
   its keys explore and settle from those calls (each timed from its start to its end), every
   result right, every rank's tuner state alike; a burst of more requests in flight than a
   window holds (times not ended when the window is agreed) still settles, results right.
+- ``asym``: the ranks wait in different orders (rank 0 starts a and b, then waits for both;
+  the others start a, wait for it, start b): the agreements at b's start (the tuner's, and
+  LPMPI_CHECK's) advance the requests in flight while they wait, so nobody hangs (both hung
+  before, and LPMPI_CHECK's blocking agreement never matched a peer's nonblocking one).
 - ``drift``: a settled key whose calls become much slower (rank 1 sleeps 3 ms before each call)
   re-explores; then faster again, re-explores again.
 - ``learned``: --calls blocking allreduce calls at each of --sizes (bytes); prints one
@@ -233,6 +237,27 @@ def scenario_nonblocking(comm, rng):
     return len(keys) + 1
 
 
+def scenario_asym(comm, rng):
+    P = comm.Get_size()
+    x = np.ones(65536 // 4, np.float32)
+    for i in range(300):
+        if RANK == 0:
+            a = lpmpi.iallreduce(x, comm=comm)
+            b = lpmpi.iallreduce(x * 2, comm=comm)
+            ra, rb = a.wait(), b.wait()
+        else:
+            ra = lpmpi.iallreduce(x, comm=comm).wait()
+            rb = lpmpi.iallreduce(x * 2, comm=comm).wait()
+        if not (np.all(ra == P) and np.all(rb == 2 * P)):
+            fail(f"asym i={i}", "wrong result")
+    from lpmpi import _env
+    k = _core.autotune_key("allreduce", x.nbytes, comm)
+    if _env.settings.autotune and (k is None or k["settles"] < 1):
+        fail("asym", f"not settled after 600 calls: {k and autotune.describe_key(k)}")
+    same_everywhere(comm, "asym")
+    return 1
+
+
 def slowed_calls(comm, x, n, sleep):
     """n allreduce calls of x; rank 1 sleeps `sleep` seconds before each (a slower machine)."""
     for _ in range(n):
@@ -317,7 +342,7 @@ def scenario_stride(comm, rng):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["noise", "forms", "nonblocking", "drift", "stride", "save", "learned"])
+    ap.add_argument("scenario", choices=["noise", "forms", "nonblocking", "asym", "drift", "stride", "save", "learned"])
     ap.add_argument("--out")
     ap.add_argument("--sizes", default="4096")
     ap.add_argument("--calls", type=int, default=70)
@@ -331,6 +356,8 @@ def main():
             n = scenario_forms(comm, rng)
         elif args.scenario == "nonblocking":
             n = scenario_nonblocking(comm, rng)
+        elif args.scenario == "asym":
+            n = scenario_asym(comm, rng)
         elif args.scenario == "drift":
             n = scenario_drift(comm, rng)
         elif args.scenario == "stride":

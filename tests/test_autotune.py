@@ -45,6 +45,12 @@ def test_a_program_of_nonblocking_calls_only_explores_and_settles(nprocs):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("tuner", ["1", "0"])
+def test_ranks_waiting_in_different_orders_do_not_hang_the_agreements(tuner):
+    _spawn(2, "asym", env={"LPMPI_AUTOTUNE": tuner}, timeout=120)
+
+
+@pytest.mark.mpi
 def test_a_drift_is_followed_both_ways():
     _spawn(2, "drift")
 
