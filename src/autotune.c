@@ -113,13 +113,13 @@ static const int round_reps[] = {2, 2, 4};               /* calls per candidate,
 
 enum { AT_EXPLORE = 0, AT_SETTLED = 1 };
 
-#define W_NS_BITS 40
-#define W_NS_MASK ((UINT64_C(1) << W_NS_BITS) - 1)
+#define W_NS_BITS LP_AT_NS_BITS
+#define W_NS_MASK LP_AT_NS_MASK
 #define W_GEN_MASK 0xFFFFFFu
-#define W_PENDING W_NS_MASK             /* handed out, its call not ended */
-#define W_FAILED (W_NS_MASK - 1)
-#define W_MISSING (W_NS_MASK - 2)        /* never ran */
-static inline uint64_t wword(unsigned gen, uint64_t v) { return ((uint64_t)gen << W_NS_BITS) | v; }
+#define W_PENDING LP_AT_PENDING
+#define W_FAILED LP_AT_FAILED
+#define W_MISSING LP_AT_MISSING
+#define wword lp_at_word
 
 typedef struct lp_at_key {
     struct lp_at_key *next;   /* every key of the process (the report) */
@@ -136,7 +136,7 @@ typedef struct lp_at_key {
     int wlen, wn, wc[AT_WIN];
     /* each slot's word: the window's generation (high 24 bits) and this rank's time in ns (low
      * 40 bits; W_PENDING while its call runs).  A nonblocking call's completion writes it from
-     * whichever thread sees it end (lp_autotune_ended), only while the slot still holds its
+     * whichever thread sees it end (engine.h lp_at_slot_end), only while the slot still holds its
      * generation's W_PENDING: a late completion never writes into a later window */
     _Atomic uint64_t ws[AT_WIN];
     unsigned wgen;
@@ -613,11 +613,11 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
     ch->transport = cd->transport;
     ch->source = ch->transport_source = LP_SRC_AUTOTUNE;
     slot->key = k;
-    slot->index = k->wn;
+    slot->word = &k->ws[k->wn];
     slot->gen = k->wgen;
     atomic_store_explicit(&k->ws[k->wn], wword(k->wgen, W_PENDING), memory_order_relaxed);
     k->wn++;
-    /* a nonblocking call's time: from here to its end as the engine sees it (lp_autotune_ended:
+    /* a nonblocking call's time: from here to its end as the engine sees it (lp_at_slot_end:
      * the program's wait or test, or the progress thread), what the program waits for */
     if (kind != LP_REQ_BLOCKING && k->wn >= k->wlen) k->due = 1;
     slot->t0 = now_s();
@@ -630,22 +630,10 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
     return LP_OK;
 }
 
-void lp_autotune_ended(lp_at_slot_t *slot, int ran) {
-    lp_at_key_t *k = slot->key;
-    if (!k) return;
-    slot->key = NULL;
-    const double t = now_s() - slot->t0;
-    const uint64_t v = ran <= 0 ? (ran == 0 ? W_FAILED : W_MISSING)
-                     : t <= 0 ? 0 : t * 1e9 >= (double)(W_MISSING - 1) ? W_MISSING - 1 : (uint64_t)(t * 1e9);
-    uint64_t want = wword(slot->gen, W_PENDING);
-    atomic_compare_exchange_strong_explicit(&k->ws[slot->index], &want, wword(slot->gen, v),
-                                            memory_order_release, memory_order_relaxed);
-}
-
 int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran) {
     lp_at_key_t *k = slot->key;
     if (!k) return LP_OK;
-    lp_autotune_ended(slot, ran);
+    lp_at_slot_end(slot, ran);
     if (k->wn < k->wlen || k->due) return LP_OK;     /* (due: a nonblocking call ends the window) */
     if (k->pending) {                               /* the window before (settled: one window's lag) */
         int rc = finish(ctx, k);

@@ -22,6 +22,7 @@
 #include "internal.h"
 #include <stdatomic.h>
 #include <stddef.h>
+#include <time.h>
 
 typedef struct lp_ctx lp_ctx_t;
 
@@ -60,15 +61,36 @@ int lp_decide(lp_ctx_t *ctx, const lp_key_t *key, int alg, size_t chunk_bytes, l
 
 /* ---- online tuning (autotune.c) ---- */
 extern int lp_autotune;
-typedef struct { struct lp_at_key *key; int index; unsigned gen; double t0; } lp_at_slot_t;
+/* a call's place in its key's window: the slot's word holds the window's generation (high 24
+ * bits) and this rank's time in ns (low 40; LP_AT_PENDING while the call runs) */
+typedef struct { struct lp_at_key *key; _Atomic uint64_t *word; unsigned gen; double t0; } lp_at_slot_t;
+#define LP_AT_NS_BITS 40
+#define LP_AT_NS_MASK ((UINT64_C(1) << LP_AT_NS_BITS) - 1)
+#define LP_AT_PENDING LP_AT_NS_MASK          /* handed out, its call not ended */
+#define LP_AT_FAILED (LP_AT_NS_MASK - 1)
+#define LP_AT_MISSING (LP_AT_NS_MASK - 2)     /* never ran */
+static inline uint64_t lp_at_word(unsigned gen, uint64_t v) { return ((uint64_t)gen << LP_AT_NS_BITS) | v; }
+/* the call ended (ran 1 ok, 0 failed, -1 never ran): its time into its slot, on any thread (a
+ * nonblocking call's end, progress.c), only while the slot still holds its window's
+ * LP_AT_PENDING (a late end never writes into a later window) */
+static inline void lp_at_slot_end(lp_at_slot_t *s, int ran) {
+    if (!s->key) return;
+    s->key = NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec - s->t0;
+    const uint64_t v = ran <= 0 ? (ran == 0 ? LP_AT_FAILED : LP_AT_MISSING)
+                     : t <= 0 ? 0 : t * 1e9 >= (double)(LP_AT_MISSING - 1) ? LP_AT_MISSING - 1 : (uint64_t)(t * 1e9);
+    uint64_t want = lp_at_word(s->gen, LP_AT_PENDING);
+    atomic_compare_exchange_strong_explicit(s->word, &want, lp_at_word(s->gen, v), memory_order_release,
+                                            memory_order_relaxed);
+}
 /* a call's choice under LPMPI_AUTOTUNE (ch: the static decision, replaced; slot: the call's
  * place in its key's window (esize: the dtype's size, part of the key)).  A blocking call's
- * slot is closed by lp_autotune_done (ran 1 ok, 0 failed, -1 never ran), which may agree the
- * window's times; a nonblocking call's by lp_autotune_ended when the request ends (any
- * thread: it only records the time). */
+ * slot is closed by lp_autotune_done (ran as lp_at_slot_end), which may agree the window's
+ * times; a nonblocking call's by lp_at_slot_end when the request ends. */
 int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *key, int esize, int kind, lp_choice_t *ch, lp_at_slot_t *slot);
 int lp_autotune_done(lp_ctx_t *ctx, lp_at_slot_t *slot, int ran);
-void lp_autotune_ended(lp_at_slot_t *slot, int ran);
 int lp_autotune_open(lp_ctx_t *ctx);       /* the context's duplicate (context.c, first call) */
 void lp_autotune_detach(lp_ctx_t *ctx);    /* its communicator goes (context.c) */
 int lp_autotune_key_info(lp_ctx_t *ctx, const lp_key_t *key, int esize, lp_at_info_t *out);

@@ -57,7 +57,7 @@ static long long now_ns(void) {
 /* r is complete or failed: its flight-recorder entry (and trace record) ends, and its time
  * under LPMPI_AUTOTUNE is recorded */
 static inline void ended(lp_req_t *r) {
-    if (r->at_slot.key) lp_autotune_ended(&r->at_slot, r->rc == LP_OK);   /* its time, LPMPI_AUTOTUNE */
+    lp_at_slot_end(&r->at_slot, r->rc == LP_OK);   /* its time, LPMPI_AUTOTUNE (none: no-op) */
     if (!r->fr) return;
     lp_fr_end(r->fr, r->rc);
     r->fr = 0;
