@@ -23,8 +23,8 @@ _W, _S = engine.WINDOW_MAX, engine.STAGING_MAX
 
 #: (name, value, what it does): every variable lpmpi reads
 VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("LPMPI_ALGORITHM", "name", ('force "auto" to one algorithm (lp, mst, be, ring, native; any '
-     "case); a collective lacking it stays on auto")),
+    ("LPMPI_ALGORITHM", "name", ('force "auto" to one algorithm (lp, mst, be, ring, pairwise, linear, '
+     "native; any case); a collective lacking it stays on auto")),
     ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (1K at least: 1K, 64K, 1MiB, ...; smaller values warn and are ignored)"),
     ("LPMPI_TUNING_FILE", "path[:path...]|none", "load these tuning tables instead of the shipped ones; none: no table"),
     ("LPMPI_TABLES_AS", "table file", ("load the shipped tables as they apply on the machine this shipped "

@@ -58,11 +58,14 @@ _COMP_SHIFT = 4                     # flags >> 4: the compression (0 none; lp_co
 _COMPRESSIONS = ("none", "bf16", "int8", "int4")
 
 
-def _names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[int, str]]:
+def _names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[int, str], frozenset[str]]:
+    """The engine's names (collectives, dtypes, ops, algorithms by index) and the collectives
+    that reduce (the registry's rows: their records carry an op)."""
     from lpmpi import _core
 
     algs = {idx: name for c in _core.COLLECTIVES for name, idx, _ in _core._algorithm_info(c)}
-    return _core.COLLECTIVES, _core.DTYPE_NAMES, _core.OP_NAMES, algs
+    reducing = frozenset(t["name"] for t in _core._coll_traits() if t["has_op"])
+    return _core.COLLECTIVES, _core.DTYPE_NAMES, _core.OP_NAMES, algs, reducing
 
 
 # ------------------------------------------------------------------------- recording (at import)
@@ -132,7 +135,7 @@ def comm_name(comm: int) -> str:
 
 def to_events(hdr: dict[str, Any], recs: np.ndarray) -> list[dict[str, Any]]:
     """Chrome trace events of one rank's records (ts and dur in microseconds, wall clock)."""
-    colls, dtypes, ops, algs = _names()
+    colls, dtypes, ops, algs, reducing = _names()
     rank, off = hdr["rank"], hdr["mono_to_unix"]
     ev: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": rank,
                                  "args": {"name": f"rank {rank} ({hdr['host']}, pid {hdr['pid']})"}},
@@ -157,7 +160,7 @@ def to_events(hdr: dict[str, Any], recs: np.ndarray) -> list[dict[str, Any]]:
                 "algorithm": algs.get(int(r["alg"]), "?"), "chunk": int(r["chunk"]),
                 "transport": _TRANSPORTS[r["tp"]] if 0 <= r["tp"] < 4 else "?",
                 "form": _FORMS[r["form"]] if 0 <= r["form"] < 3 else "?", "phases": int(r["nphases"])}
-        if coll in ("allreduce", "reduce", "reduce_scatter", "reduce_scatterv"):
+        if coll in reducing:      # (a list by hand named "reduce_scatterv": issue 51)
             args["op"] = ops[r["op"]] if r["op"] < len(ops) else "?"
         comp = int(r["flags"]) >> _COMP_SHIFT
         if comp:

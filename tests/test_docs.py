@@ -133,6 +133,34 @@ def test_environment_tables_match_the_variables_lpmpi_reads():
         assert _env.table_text() in (root / doc).read_text(), f"{doc}: regenerate its table with _env.table_text()"
 
 
+def test_readme_algorithm_tables_match_the_registry():
+    """README's "Algorithms" tables name every algorithm of the registry in a column of every
+    collective it serves, and no algorithm it lacks (issue 51: pairwise, linear and the six
+    newer collectives were missing)."""
+    from lpmpi import _core
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Algorithms", 1)[1].split("\n## ", 1)[0]
+    served: dict[str, set[str]] = {}
+    for table in re.split(r"\n\s*\n", section):
+        rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in table.splitlines()
+                if ln.startswith("|") and not ln.startswith("|---")]
+        if not rows or rows[0][0] != "name":
+            continue
+        head = rows[0]
+        for row in rows[1:]:
+            alg = row[0].strip("`")
+            for col, cell in zip(head[1:], row[1:]):
+                if cell not in ("–", "-", "") and col != "chunked":
+                    served.setdefault(alg, set()).update(re.findall(r"[a-z_]+", col))
+    for coll in _core.COLLECTIVES:
+        words = {"reduce_scatter_v": {"counts"}}.get(coll, {coll})
+        for alg, _, _ in _core._algorithm_info(coll):
+            assert words & served.get(alg, set()), f"README's algorithm tables lack {alg} for {coll}"
+    known = {a for c in _core.COLLECTIVES for a, _, _ in _core._algorithm_info(c)}
+    assert set(served) <= known, set(served) - known
+
+
 def test_floor_program_builds_and_its_designs_agree(tmp_path):
     """tools/floor_p2.c (the two-process floors of docs/performance-archive.md, issue 14's third round)
     compiles and runs: every design computes the right sum (it exits 1 on a wrong element) and

@@ -175,3 +175,13 @@ def test_a_bad_value_warns_at_the_users_import_line(tmp_path):
     assert rc == 0, out
     assert "user_program.py:3" in out and "LPMPI_CHECK" in out, out
     assert "_env.py" not in out, out
+
+
+def test_the_algorithm_knobs_doc_names_every_algorithm_of_the_registry():
+    """LPMPI_ALGORITHM's doc listed five of the seven algorithms (issue 51: pairwise and linear
+    were missing): every registry algorithm is named in it."""
+    from lpmpi import _core, _env
+
+    doc = next(d for name, _, d in _env.VARIABLES if name == "LPMPI_ALGORITHM")
+    names = {n for c in _core.COLLECTIVES for n, _, _ in _core._algorithm_info(c)}
+    assert {n for n in names if n not in doc} == set(), doc

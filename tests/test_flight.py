@@ -213,6 +213,7 @@ for i in range(n):
 r = lpmpi.iallreduce(np.ones(1 << 16, np.float32), comm=c)
 r.wait()
 g = lpmpi.allgather(np.ones(10, np.int32))
+v = lpmpi.reduce_scatter(np.ones(3 * w.size, np.float32), op="max", counts=[3] * w.size)
 p = lpmpi.allreduce_init(np.ones(1024, np.float32), compression="bf16")
 for _ in range(3):
     p.start(); p.wait()
@@ -243,17 +244,19 @@ def test_trace_has_every_call_once_per_rank(tmp_path, n):
                        for e in cs}
         comp = [(e["args"]["form"], e["args"].get("compression")) for e in cs if "compression" in e["args"]]
         assert comp == [("persistent", "bf16")] * 3, comp         # the compressed calls, recorded
-        assert len(per_rank[r]) == len(cs) == 2 * calls + 1 + 1 + 3       # each call once
+        assert len(per_rank[r]) == len(cs) == 2 * calls + 1 + 1 + 1 + 3       # each call once
+        ops = {e["name"]: e["args"].get("op") for e in cs}   # every reducing call names its op
+        assert ops["reduce_scatter_v"] == "max" and ops["allreduce"] == "sum" and ops["bcast"] is None, ops
         for comm in {k[0] for k in per_rank[r]}:
             seqs = sorted(s for c, s in per_rank[r] if c == comm)
             assert seqs == list(range(1, len(seqs) + 1)), (comm, seqs[:5])
         assert any(e.get("cat") == "phase" for e in ev)                      # nested phases (sampled)
     assert all(per_rank[r] == per_rank[0] for r in range(n))               # the same on every rank
     out = _trace_cli(tr)
-    assert f"{n} rank(s), {2 * calls + 5} calls" in out, out
+    assert f"{n} rank(s), {2 * calls + 6} calls" in out, out
     assert "allreduce" in out and "bcast" in out and "latest to arrive: rank" in out, out
     merged = json.loads((tr / "trace.json").read_text())
-    assert len([e for e in merged if e.get("cat") == "collective"]) == n * (2 * calls + 5)
+    assert len([e for e in merged if e.get("cat") == "collective"]) == n * (2 * calls + 6)
     png = tr / "trace.png"          # (matplotlib: the [examples] extra; the test extras lack it)
     assert (png.exists() and png.stat().st_size > 10000) or "matplotlib is not installed" in out, out
 
