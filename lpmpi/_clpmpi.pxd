@@ -169,7 +169,7 @@ cdef extern from "lpmpi.h" nogil:
     long lp_set_shm_spin(long ns)
     unsigned long long lp_node_bytes(int reset)
     int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                     int staging, int acc, int transport, int nodes, int learned)
+                     int staging, int acc, int transport, int nodes, double learned)
     void lp_set_override(lp_coll_t coll, int alg, size_t chunk)
     int lp_set_transport_override(int tp)
     ctypedef struct lp_choice_t:

@@ -756,6 +756,17 @@ def load(apply: bool = True, tables_as: str | None = None) -> LoadStatus:
     return st
 
 
+def _learned_s(r: Row) -> float:
+    """A learned row's time in seconds (the online tuner's settled median: its first
+    ``measured`` entry's ``time_us``), the reference its key starts settled on; 0 where the
+    row gives none (its key explores)."""
+    for m in r.measured:
+        t = m.get("time_us")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
+            return float(t) * 1e-6
+    return 0.0
+
+
 def _apply(st: LoadStatus) -> None:
     """Push the applied tables' rows into the engine (rows the engine refuses are dropped)."""
     from lpmpi import _core
@@ -767,7 +778,7 @@ def _apply(st: LoadStatus) -> None:
     _core.model_set(*_builtin_model[:3])
     _core.model_set_net(*_builtin_model[3:])
     # the learned rows (lpmpi.autotune.path) last: they win, and their keys start settled
-    pairs = [(t, r, False) for t in st.applied for r in t.rows] + [(t, r, True) for t, r in st.warm]
+    pairs = [(t, r, 0.0) for t in st.applied for r in t.rows] + [(t, r, _learned_s(r)) for t, r in st.warm]
     for t, r, learned in pairs:
         try:
             _core.table_add(r.collective, t.memory, t.nprocs, r.lo, r.hi, r.algorithm, r.chunk_bytes,

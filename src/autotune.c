@@ -37,7 +37,8 @@
  *             winners, MPI's own and the static choice.
  *   learned   a key whose static decision is a row the tuner learned in an earlier run
  *             (LPMPI_AUTOTUNE_FILE, by default the per-machine cache: lpmpi/autotune.py) starts
- *             settled on it, its first window the reference: no exploration, drift as above.
+ *             settled on it, the time it measured then the reference: no exploration; three
+ *             windows 1.25x slower or faster than that re-explore, as above.
  *
  * Every rank takes the same decision at the same call of a key: the call counts are equal on
  * every rank (MPI orders collectives per communicator), and every decision reads only the
@@ -274,7 +275,8 @@ static void window_start(lp_at_key_t *k) {
          * reference, up to 1 ms), 16..AT_WIN: the reduction's cost hidden in many calls when
          * small, a change seen within a few short windows */
         double t = I->last_seconds > 0 ? I->last_seconds : I->seconds > 0 ? I->seconds : 1e-5;
-        int w = (int)ceil(k->span / (t * k->stride)), most = AT_WIN / k->stride;   /* (AT_WIN calls) */
+        /* (AT_WIN calls; 64 until a window measured: a learned time far off is seen soon) */
+        int w = (int)ceil(k->span / (t * k->stride)), most = isnan(I->last_seconds) ? 64 : AT_WIN / k->stride;
         k->wlen = w < 16 ? 16 : w > most ? most : w;
         for (int i = 0; i < k->wlen; i++) k->wc[i] = I->choice;
         return;
@@ -494,7 +496,6 @@ static void apply(lp_at_key_t *k) {
     I->last_seconds = m;
     if (isnan(k->ref)) {
         k->ref = m;
-        if (isnan(I->seconds)) I->seconds = I->median[I->choice] = m;   /* (settled from a learned row) */
         return;
     }
     k->hi = m > k->ref * DRIFT ? k->hi + 1 : 0;
@@ -577,10 +578,13 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         I->last_seconds = NAN;
         k->ctx = ctx;
         candidates(k, ctx, ch);
-        if (ch->learned) {       /* a row learned in an earlier run (LPMPI_AUTOTUNE_FILE): settled */
+        if (ch->learned > 0) {   /* a row learned in an earlier run (LPMPI_AUTOTUNE_FILE): settled */
             for (int i = 0; i < I->ncand; i++) I->median[i] = NAN;
             settle(k, 0);
             I->settle_calls = 0;
+            /* its time then is the reference: a machine slower or faster now re-explores */
+            I->seconds = I->median[0] = k->ref = ch->learned;
+            window_start(k);
         } else {
             explore(k, 1);
         }

@@ -30,8 +30,9 @@ typedef struct lp_ctx lp_ctx_t;
 /* transport: LP_TP_* (the ring allreduce's node-local transport; LP_TP_MODEL: the model's) */
 /* nodes: the number of nodes of the machine the row was measured on (a one-node row never
  * decides across nodes, nor the reverse) */
-/* learned: the online tuner's row (LPMPI_AUTOTUNE_FILE, the per-machine cache): its key starts settled on it */
-typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging, acc, transport, nodes, learned; } lp_row_t;
+/* learned: > 0 for the online tuner's row (LPMPI_AUTOTUNE_FILE, the per-machine cache): the
+ * time it measured (seconds); its key starts settled on it, that time the drift's reference */
+typedef struct { int coll, mem, P, alg; double lo, hi; size_t chunk; int staging, acc, transport, nodes; double learned; } lp_row_t;
 typedef struct {
     lp_row_t *rows;
     size_t nrows, cap;

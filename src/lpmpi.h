@@ -324,14 +324,15 @@ void lp_block_layout(int P, int nodes, int *node);
  * acc_dtype (16-bit data carried in float32), keyed by the 16-bit message's bytes and chunk
  * bytes of the float32 copy; such calls fall back to the plain rows at the float32 bytes.
  * nodes: how many nodes the table was measured on; a row decides only on communicators that
- * span that many (a one-node table never across nodes, nor the reverse).  learned: a row the
- * online tuner learned (LPMPI_AUTOTUNE_FILE, the per-machine cache): with LPMPI_AUTOTUNE=1 the
- * key it decides starts settled on it (no exploration). */
+ * span that many (a one-node table never across nodes, nor the reverse).  learned: > 0 for a
+ * row the online tuner learned (LPMPI_AUTOTUNE_FILE, the per-machine cache), the time it
+ * measured in seconds: with LPMPI_AUTOTUNE=1 the key it decides starts settled on it (no
+ * exploration), that time the reference its windows are compared with (drift). */
 void lp_table_clear(void);
 /* fingerprint of the loaded table (compared across ranks on each communicator's first call) */
 void lp_table_set_hash(uint64_t hash);
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                 int staging, int acc, int transport, int nodes, int learned);
+                 int staging, int acc, int transport, int nodes, double learned);
 /* The node-local transport of a ring allreduce on host memory between the ranks of one node, as
  * a table row, the decision or an override asks for it: LP_TP_MODEL leaves it to the model's
  * rule (lp_nt_model), the others name one; one the communicator lacks falls back to the rule. */
@@ -357,7 +358,7 @@ typedef struct {
     int transport;       /* LP_TP_* asked for (LP_TP_MODEL: the model's rule) */
     int transport_source;  /* LP_SRC_* of the transport (LP_SRC_MODEL where the rule decides) */
     int tables;          /* the communicator's tables: 1 agree, -1 differ (rank 0's), 0 unchecked */
-    int learned;         /* source LP_SRC_TABLE: a row the online tuner learned (lp_table_add) */
+    double learned;      /* source LP_SRC_TABLE: > 0 for a row the online tuner learned, its time (lp_table_add) */
 } lp_choice_t;
 /* The decision key: only what the contract makes equal on every rank of a call: the
  * collective, P, the bytes the decision is keyed by (lp_decision_key: the message's, or the P

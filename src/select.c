@@ -49,7 +49,8 @@ void lp_set_override(lp_coll_t coll, int alg, size_t chunk) {
 /* auto's algorithm and chunk (before the caller's chunk_bytes) */
 static void decide_auto(const lp_table_t *t, const lp_model_t *m, lp_coll_t coll, int P, int nodes,
                         size_t nbytes, lp_mem_t mem, int acc, int node_local, lp_choice_t *out) {
-    int a = -1, w = 0, src = LP_SRC_MODEL, tp = LP_TP_MODEL, learned = 0;
+    int a = -1, w = 0, src = LP_SRC_MODEL, tp = LP_TP_MODEL;
+    double learned = 0;
     size_t c = 0;
     if (ovr_alg(coll) >= 0) {                                        /* 1. environment */
         a = ovr_alg(coll);

@@ -2,6 +2,7 @@
  * validates the JSON tables at import and adds their rows here, with their fingerprint (a hash
  * of rows and model that every rank computes alike: contexts compare it across ranks). */
 #include "engine.h"
+#include <math.h>
 #include <stdlib.h>
 
 lp_table_t lp_table;
@@ -30,13 +31,14 @@ static int table_push(lp_table_t *t, const lp_row_t *row) {
 }
 
 int lp_table_add(lp_coll_t coll, lp_mem_t mem, int P, double lo, double hi, int alg, size_t chunk,
-                 int staging, int acc, int transport, int nodes, int learned) {
+                 int staging, int acc, int transport, int nodes, double learned) {
     if (alg < 0 || alg >= lp_nalgos || lp_algos[alg].coll != coll || lp_algos[alg].wire || P < 1 || !(lo < hi) ||
         nodes < 1 || nodes > P ||
         (int)mem < 0 || mem >= LP_NMEMS || staging < 0 || staging > LP_STAGING_MAX ||
         transport < 0 || transport >= LP_NTP)
         return LP_FAIL(LP_ERR_ARG, "invalid tuning row");
-    lp_row_t row = {(int)coll, (int)mem, P, alg, lo, hi, chunk, staging, acc != 0, transport, nodes, learned != 0};
+    lp_row_t row = {(int)coll, (int)mem, P, alg, lo, hi, chunk, staging, acc != 0, transport, nodes,
+                     learned > 0 && isfinite(learned) ? learned : 0};
     int rc = table_push(&lp_table, &row);
     lp_select_gen++;
     return rc;

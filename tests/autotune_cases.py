@@ -310,7 +310,7 @@ def scenario_learned(comm, sizes, n):
                 fail(f"learned n={nbytes} i={i}", "wrong result")
     same_everywhere(comm, "learned")
     keys = {int(k["nbytes"]): {"settle_calls": k["settle_calls"], "explore_calls": k["explore_calls"],
-                               "state": k["state"],
+                               "state": k["state"], "drifts_slower": k["drifts_slower"],
                                "choice": None if k["choice"] is None else
                                [k["candidates"][k["choice"]][f] for f in ("algorithm", "chunk_bytes", "transport")]}
             for k in autotune.state()}

@@ -108,7 +108,8 @@ def _learned(sizes, env, calls=70):
 def test_the_per_machine_cache_starts_the_next_run_settled(tmp_path):
     """Without LPMPI_AUTOTUNE_FILE the learned rows go to the per-machine cache (one file per
     MPI library, CPU and MPI tuning variables); the next run's keys they cover start settled on
-    them (no exploring call), its other keys explore and join the file; another MPI tuning
+    them (no exploring call), its other keys explore and join the file; a row whose time the
+    machine no longer makes re-explores; another MPI tuning
     setting learns into another file; a corrupt cache or a foreign file: one warning a process,
     the keys explore, the corrupt file replaced at exit."""
     env = {"XDG_CACHE_HOME": str(tmp_path), "LPMPI_AUTOTUNE_FILE": ""}
@@ -125,6 +126,14 @@ def test_the_per_machine_cache_starts_the_next_run_settled(tmp_path):
     assert new["explore_calls"] > 0, second
     rows = json.loads(files[0].read_text())["collectives"]["allreduce"]
     assert [r["lo"] for r in rows] == [4096, 65536], rows          # merged: the first run's row kept
+
+    doc = json.loads(files[0].read_text())         # a row learned on a machine 1000x faster
+    for r in doc["collectives"]["allreduce"]:
+        r["measured"][0]["time_us"] /= 1000
+    files[0].write_text(json.dumps(doc))
+    fast, _ = _learned([4096], env, calls=400)   # (a first window of up to 256 calls)
+    k = fast["keys"]["4096"]
+    assert fast["warm"] == 2 and k["drifts_slower"] >= 1 and k["explore_calls"] > 0, fast   # re-explored
 
     other, _ = _learned([4096], {**env, "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "auto"})
     assert other["warm"] == 0 and other["path"] != first["path"], other

@@ -322,12 +322,13 @@ def node_bytes(bint reset=False):
     return lp_node_bytes(reset)
 
 def table_add(collective, memory, int P, double lo, double hi, algorithm, chunk_bytes,
-              staging_buffers=None, bint acc=False, transport=None, int nodes=1, bint learned=False):
+              staging_buffers=None, bint acc=False, transport=None, int nodes=1, double learned=0):
     """One tuning row; staging_buffers (1..STAGING_MAX, device memory's staged pipeline) optional;
     acc: a row for acc_dtype calls (bytes of the 16-bit message); transport: the node-local
     transport of the ring allreduce ("mpi", "shm", "cma"; None: the model's rule); nodes: the
     number of nodes it was measured on (it decides only on communicators spanning as many);
-    learned: a row of the online tuner (LPMPI_AUTOTUNE_FILE): its key starts settled on it."""
+    learned: > 0 for a row of the online tuner (LPMPI_AUTOTUNE_FILE), the time it measured in
+    seconds: its key starts settled on it, that time the reference of its windows."""
     c = _coll_index(collective)
     alg = _alg_index(c, algorithm)
     if lp_table_add(c, MEMORY_KINDS.index(memory), P, lo, hi, alg,
