@@ -2,8 +2,9 @@
 run learns (exploring), the second starts from the per-machine cache the first wrote.
 Per size: CALLS calls of lpmpi.allreduce (auto), each after a barrier, the slowest rank's time
 a call; then MPI's own (comm.Allreduce) the same way.  Prints, per size: calls the tuner spent
-exploring, the first 64 calls' time over 64 x the settled median (the last 32 calls) minus 1
-("first-64 cost"), settled and MPI's own medians, MPI's own / settled.
+exploring, calls 2-65's time over 64 x the settled median (the last 32 calls) minus 1 ("first-64
+cost": the first call apart, it pays the communicator's and the plan's set-up whatever the
+choice), the first call's time, settled and MPI's own medians, MPI's own / settled.
 
     LPMPI_AUTOTUNE=1 mpiexec -n 2 python loop.py [--sizes 8,4K,64K,1M,16M] [--calls 128] [--json F]
 """
@@ -47,16 +48,19 @@ for nb in [_units.parse_size(s) for s in a.sizes.split(",")]:
     settled = float(np.median(ta[-32:]))
     rows.append({"nbytes": x.nbytes, "explore_calls": k["explore_calls"] if k else None,
                  "settle_calls": k["settle_calls"] if k else None,
-                 "first64_cost": float(ta[:64].sum() / (64 * settled) - 1), "settled_us": settled * 1e6,
+                 "first64_cost": float(ta[1:65].sum() / (64 * settled) - 1), "first_us": float(ta[0]) * 1e6,
+                 "settled_us": settled * 1e6,
                  "native_us": float(np.median(tn[5:])) * 1e6,
                  "choice": None if not k or k["choice"] is None else
                  "/".join(str(v) for v in (k["candidates"][k["choice"]][f] for f in ("algorithm", "chunk_bytes", "transport")) if v)})
 if R == 0:
     warm = len(lpmpi.tables.status().warm)
     print(f"# learned rows at start: {warm}")
-    print(f"{'size':>8} {'explore':>7} {'first-64 cost':>13} {'settled us':>10} {'native us':>9} {'native/settled':>14}  choice")
+    print(f"{'size':>8} {'explore':>7} {'first-64 cost':>13} {'first us':>9} {'settled us':>10} {'native us':>9} "
+          f"{'native/settled':>14}  choice")
     for r in rows:
-        print(f"{r['nbytes']:>8} {r['explore_calls']!s:>7} {r['first64_cost']:>+12.1%} {r['settled_us']:>10.1f} "
+        print(f"{r['nbytes']:>8} {r['explore_calls']!s:>7} {r['first64_cost']:>+12.1%} {r['first_us']:>9.1f} "
+              f"{r['settled_us']:>10.1f} "
               f"{r['native_us']:>9.1f} {r['native_us'] / r['settled_us']:>14.2f}  {r['choice']}")
     if a.json:
         with open(a.json, "w") as f:
