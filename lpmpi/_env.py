@@ -75,8 +75,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("LPMPI_ABORT_TIMEOUT", "seconds", ("the watchdog of last resort: a collective not complete after this "
      "long dumps the flight recorder, says what it waits for and aborts the job (default 1800; 0: never); "
      "free (a thread that wakes every few seconds)")),
-    ("LPMPI_SHM_SPIN_US", "-1..1000000", ("shared-memory transport: microseconds a waiting rank polls "
-     "its peers' counters before it sleeps until they move (default 50; -1: poll, never sleep)")),
+    ("LPMPI_SHM_SPIN_US", "-1..1000000", ("microseconds at most a waiting rank polls before it "
+     "sleeps (the shared-memory transport's counters) or yields its core (MPI requests); an adaptive "
+     "budget (default 50; -1: poll, never sleep nor yield)")),
 )
 
 _FALSE = ("", "0", "false", "no", "off")

@@ -410,8 +410,8 @@ static inline int lp_tp_of_ring(int ring_tp) {
 int lp_shm_open(MPI_Comm comm, int rank, int P, lp_shm_t **out);
 void lp_shm_close(lp_shm_t *s);
 size_t lp_shm_rounds(const lp_args_t *a);
-/* LPMPI_SHM_SPIN_US: how long (ns) a waiter polls a transport's counters before it sleeps
- * (progress.c); < 0: never */
+/* LPMPI_SHM_SPIN_US: how long (ns) at most a waiter polls before it sleeps (a transport's
+ * counters) or yields (MPI requests) (progress.c); < 0: never */
 extern long lp_spin_ns;
 extern const lp_sched_t lp_sched_native;
 extern const lp_native_calls_t lp_native_allreduce, lp_native_reduce, lp_native_bcast,

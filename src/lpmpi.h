@@ -285,8 +285,9 @@ int lp_trace_close(char *path, size_t n);
  * single-copy reads, where they work), 2 shm only, 3 cma (single-copy reads) only, 0 mpi (MPI
  * point-to-point only) */
 void lp_set_node_transport(int mode);
-/* LPMPI_SHM_SPIN_US: nanoseconds a rank waiting on the shared-memory transport polls before it
- * sleeps (< 0: never sleeps); returns the previous value */
+/* LPMPI_SHM_SPIN_US: nanoseconds at most a waiting rank polls before it sleeps (the
+ * shared-memory transport's counters) or yields its core (MPI requests), an adaptive budget
+ * (progress.c); < 0: never sleeps nor yields; returns the previous value */
 long lp_set_shm_spin(long ns);
 
 /* ---- the algorithm registry (registry.c) ---- */

@@ -6,8 +6,8 @@
  * Advancing a request: for each lane of its running phase, retire the steps that completed
  * (in order), then issue the next steps whose window has room and whose dependencies are met;
  * local steps (REDUCE, COPY, SCALE) run at once.  Repeat while anything moved; when every lane
- * is done, build the next phase.  Then observe: test the outstanding MPI requests (yielding
- * the core every 32 empty tests: never blocked inside MPI, issue 53), and advance again.
+ * is done, build the next phase.  Then observe: test the outstanding MPI requests (spinning,
+ * then yielding the core: never blocked inside MPI, issue 53; mpi_idle), and advance again.
  *
  * Many requests: nonblocking and persistent requests, once started, are on the active list.
  * Any wait, test or blocking call advances every active request and observes all of them at
@@ -897,8 +897,9 @@ cleanup:
     return rc;
 }
 
-/* The watchdog's waits test instead of blocking in MPI: a yield after every WATCH_POLLS empty
- * tests (a yield after each one cost 0.5 us of an 8 B allreduce's 2.2, AMD EPYC, P = 2).
+/* The watchdog's waits test instead of blocking in MPI: a yield once a wait has spun its
+ * budget (mpi_idle below; a yield after every test cost 0.5 us of an 8 B allreduce's 2.2, AMD
+ * EPYC, P = 2).
  * So do waits on communicators spanning several nodes: a message over the network takes tens
  * of microseconds, against which a test and a yield cost nothing, and a rank that yields hands
  * its core to one that has data to push into its sockets or a handshake to answer.  Where ranks
@@ -906,8 +907,46 @@ cleanup:
  * inside MPI kept those ranks off the core for whole time slices: allreduce over 4 nodes of one
  * rank at 1 Gbit/s, 1 MiB ring 18.4-24.8 ms blocking against 13.0 polling, 16 MiB be 270-282
  * against 220 (the link bound 201; AMD EPYC, docs/performance-archive.md "Issue 38") */
-enum { WATCH_POLLS = 32 };
-static _Thread_local unsigned idle_polls;
+
+/* An empty test of MPI requests: spin, then yield, adapting as the shared-memory wait does
+ * (idle_wait: the same budget, lp_spin_ns).  A yield after a few empty tests (before: one in
+ * 32 from the first) hands the core away whether or not a peer needs it: with a busy
+ * process beside the job and no pinning, the rank that shares a core with it gave it slices
+ * back at every wait, and ring over cma or MPI at 64 KiB ran 0.72-0.77x of MPI's own call in
+ * those launches (issue 53), where MPI's own wait spins.  So a wait spins for its budget
+ * first: a wait that ended within its spin doubles the budget (ranks with a core each, or a
+ * peer that runs: no yield at all), one that had to yield halves it (ranks sharing a core:
+ * they soon yield at once, as they must for the peer to run). */
+static _Thread_local struct {
+    unsigned long moves;        /* `moves` when this wait began */
+    long long since;            /* when it began (0: none yet) */
+    long budget;                /* ns it spins before it yields, in [0, lp_spin_ns] */
+    int yielded;                /* this wait yielded */
+    unsigned polls;             /* empty tests since the last clock read */
+} Y = {.budget = -2};
+
+static void mpi_idle(void) {
+    const long max = lp_spin_ns;
+    if (Y.budget == -2 || Y.budget > max) Y.budget = max;
+    if (Y.moves == moves && Y.since && Y.yielded) {     /* (yielding already: no clock read) */
+        sched_yield();
+        return;
+    }
+    if (Y.moves == moves && Y.since && ++Y.polls % 8) return;   /* a clock read in 8 polls */
+    long long t = now_ns();
+    if (Y.moves != moves || !Y.since) {                 /* a new wait: something moved since */
+        if (Y.since && !Y.yielded && max >= 0)           /* the last one ended in its spin */
+            Y.budget = Y.budget * 2 + SHM_SPIN_GROW_NS < max ? Y.budget * 2 + SHM_SPIN_GROW_NS : max;
+        Y.moves = moves;
+        Y.since = t;
+        Y.yielded = 0;
+        Y.polls = 0;
+    }
+    if (max < 0 || t - Y.since < Y.budget) return;      /* spin: the caller tests again */
+    Y.budget /= 2;
+    Y.yielded = 1;
+    sched_yield();
+}
 
 /* the completions of every request of G.set (owned by this thread, engine lock released);
  * block: wait for at least one (unless device work is in flight, whose completion no MPI
@@ -983,7 +1022,7 @@ static int observe_set(int block) {
         notice_check(lp_fr_notices());
     }
     if (!cnt && dev) sched_yield();
-    else if (!cnt && ++idle_polls % WATCH_POLLS == 0) sched_yield();
+    else if (!cnt) mpi_idle();
     return cnt + pending;
 }
 

@@ -21,8 +21,9 @@ def _configure_timeout(double seconds):
 
 
 def _configure_shm_spin(long us):
-    """LPMPI_SHM_SPIN_US (lpmpi._env at import): microseconds a rank waiting on the shared-memory
-    transport polls before it sleeps; -1: it never sleeps.  Returns the previous value (us)."""
+    """LPMPI_SHM_SPIN_US (lpmpi._env at import): microseconds at most a waiting rank polls
+    before it sleeps (the shared-memory transport) or yields its core (MPI requests); -1: it
+    never does.  Returns the previous value (us)."""
     if us < -1:
         raise ValueError(f"us must be >= -1, got {us}")
     cdef long prev = lp_set_shm_spin(-1 if us < 0 else us * 1000)
