@@ -469,6 +469,7 @@ class Choice:
     native_s: float | None
     staging_buffers: int | None = None
     transport: str | None = None
+    one_core_s: float | None = None     # lpmpi-tune --shared-core: with every rank on one core
 
 
 def merge_choices(collective: str, choices: Sequence[Choice], chunked: Mapping[str, bool]) -> list[Row]:
@@ -484,6 +485,8 @@ def merge_choices(collective: str, choices: Sequence[Choice], chunked: Mapping[s
         tp = ch.transport if engine.has_transports(collective, ch.algorithm) else None
         meas = {"nbytes": ch.nbytes, "time_us": round(ch.time_s * 1e6, 3),
                 "native_us": None if ch.native_s is None else round(ch.native_s * 1e6, 3)}
+        if ch.one_core_s is not None:
+            meas["one_core_us"] = round(ch.one_core_s * 1e6, 3)
         prev = rows[-1] if rows else None
         if prev is not None and (prev.algorithm, prev.chunk_bytes, prev.staging_buffers, prev.transport) == \
                 (ch.algorithm, chunk, staging, tp):

@@ -121,6 +121,31 @@ def test_decide_keeps_native_within_the_tie():
     assert decide({lp: 2.0, Config("mst"): 1.0}) == (Config("mst"), 1.0, None)   # no native: fastest
 
 
+def test_decide_with_one_core_times_takes_the_finalist_that_holds_on_a_shared_core():
+    ring, mst, native = Config("ring", 1024, transport="shm"), Config("mst"), Config("native")
+    quiet = {ring: 2.9, mst: 3.0, native: 4.4}
+    assert decide(quiet)[0] == ring
+    assert decide(quiet, {ring: 16.0, mst: 6.5}, 0.05) == (mst, 3.0, 4.4)         # 3% slower quiet
+    assert decide(quiet, {ring: 16.0, mst: 6.5}, 0.02)[0] == ring                  # beyond the tolerance
+    assert decide(quiet, {ring: 6.6, mst: 6.5}, 0.05)[0] == ring                   # within TIE on one core
+    assert decide(quiet, {ring: 16.0, mst: 6.5}, 0.0)[0] == ring                   # off
+    assert decide(quiet, {mst: 6.5}, 0.05)[0] == ring                              # the choice not measured
+    tie = {ring: 2.9, native: 2.95}                                                # native within TIE
+    assert decide(tie, {ring: 5.0, native: 12.0}, 0.05)[0] == ring
+
+
+def test_one_core_puts_every_rank_on_one_cpu_and_gives_each_its_own_back(tmp_path):
+    table = tmp_path / "none.json"
+    table.write_text("{}")
+    got = each_rank("import os; from mpi4py import MPI; from lpmpi.tune.driver import one_core; "
+                    "w = MPI.COMM_WORLD; before = sorted(os.sched_getaffinity(0)); "
+                    "cm = one_core(w); ok = cm.__enter__(); inside = sorted(os.sched_getaffinity(0)); "
+                    "cm.__exit__(None, None, None); "
+                    "r = [ok, inside, w.allgather(inside), sorted(os.sched_getaffinity(0)) == before]", table)
+    for ok, inside, every, back in got:             # (unpinned ranks: each may go to rank 0's CPU)
+        assert ok and back and len(inside) == 1 and all(e == inside for e in every), got
+
+
 def test_space_suggest_is_conditional():
     space = Space.of("allreduce", 1 << 20)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=1))
@@ -482,13 +507,15 @@ def test_tuning_run_writes_a_table_that_auto_uses(tmp_path):
                     "for k, x in e.items()}", out)
     assert len(got) == 2 and all(g == expect for g in got), (got, expect)
     # every size's finalists were measured at two moments (--verify-passes 2, the default), the
-    # choice is the fastest by the worse of the two, and it is what the table holds
+    # choice is the fastest by the worse of the two (of those within 5% of it, the fastest with
+    # both ranks on one core: --shared-core 0.05, the default), and it is what the table holds
     stored = choices(db)
     assert len(stored) == 4 and all(c["passes"] == 2 for c in stored.values()), stored
     for c in stored.values():
         times = {Config(*cfg): t for cfg, t in zip(c["candidates"], c["times"])}
-        assert Config("native") in times and decide(times)[0] == Config(c["algorithm"], c["chunk_bytes"],
-                                                                        c["staging_buffers"], c["transport"])
+        one = {Config(*cfg): t for cfg, t in zip(c["candidates"], c["one_core"]) if t is not None}
+        assert Config("native") in times and decide(times, one, 0.05)[0] == Config(
+            c["algorithm"], c["chunk_bytes"], c["staging_buffers"], c["transport"])
     # a rerun of the same command finds everything done: nothing measured again, not even the
     # final check
     before = finished(db)
@@ -611,6 +638,27 @@ def test_acc_dtype_tuning_run_writes_a_table_for_acc_calls_only(tmp_path):
 
 
 @pytest.mark.mpi
+def test_shared_core_check_measures_the_finalists_on_one_core_and_the_table_keeps_it(tmp_path):
+    """A real run at P = 2 at 4 KiB with --shared-core 1 (every finalist within 100%): the
+    finalists are measured again with both ranks on one core, the choice is decide()'s with
+    those times, and the table's row keeps the choice's time on one core."""
+    db, out = tmp_path / "tune.db", tmp_path / "table.json"
+    rc, text = tune("--collectives", "allreduce", "--sizes", "4K", "--storage", f"sqlite:///{db}",
+                    "--out", str(out), "--no-fit-model", "--trials", "4", "--verify-passes", "1",
+                    "--shared-core", "1", *FAST)
+    assert rc == 0, text[-6000:]
+    (c,) = choices(db).values()
+    times = {Config(*cfg): t for cfg, t in zip(c["candidates"], c["times"])}
+    one = {Config(*cfg): t for cfg, t in zip(c["candidates"], c["one_core"]) if t is not None}
+    assert len(one) == len(times) >= 2, c                       # within 100%: all of them
+    chosen = Config(c["algorithm"], c["chunk_bytes"], c["staging_buffers"], c["transport"])
+    assert decide(times, one, 1.0)[0] == chosen and c["one_core_s"] == one[chosen], c
+    row = json.loads(out.read_text())["collectives"]["allreduce"][0]
+    assert row["measured"][0]["one_core_us"] == round(one[chosen] * 1e6, 3), row
+    rc, text = tune("--collectives", "allreduce", "--sizes", "4K", "--out", str(out), "--shared-core", "2")
+    assert rc != 0 and "--shared-core must be in 0..1" in text, text[-2000:]
+
+
 def test_tuning_run_searches_the_transport_and_the_table_names_it(tmp_path):
     """A real run at P = 2 around 1 MiB with the transport dimension: the ring measured over each
     transport, the table's ring rows name the one chosen, and with that table loaded the decision

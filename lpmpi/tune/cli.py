@@ -138,6 +138,12 @@ def build_parser(quiet: bool = False) -> argparse.ArgumentParser:
                    "where its speed depends on where the host runs the ranks' cores, a tuning run in "
                    "a good spell would pick it for sizes where it can lose 7x in a bad one "
                    "(docs/performance-archive.md); default: every size")
+    p.add_argument("--shared-core", type=float, default=0.05, metavar="TOL",
+                   help="host memory, one node: each size's choice and the finalists within TOL of "
+                   "its time (0.05: 5%%) measured again with every rank on one core (the placement a "
+                   "busy process beside the job gives), and the fastest there of those taken where it "
+                   "is more than 3%% faster there; configurations that synchronise often lose most "
+                   "on a shared core (default 0.05; 0: off)")
     p.add_argument("--fresh-input", action=argparse.BooleanOptionalAction, default=True,
                    help="rewrite each call's input before it, untimed, as an application writes its "
                    "input before each call (default); --no-fresh-input times calls on an unchanged "
@@ -203,6 +209,8 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
     for name in ("trials", "min_reps", "max_trials_this_run", "verify_top", "verify_passes"):
         if getattr(a, name) is not None and getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if not 0 <= a.shared_core <= 1:
+        p.error(f"--shared-core must be in 0..1, got {a.shared_core}")
     if a.max_reps < a.min_reps or a.warmup < 0 or a.checkpoint_reps < 0 or a.prune_factor <= 1:
         p.error("need --max-reps >= --min-reps, --warmup >= 0, --checkpoint-reps >= 0, --prune-factor > 1")
     if not a.staging_buffers or not all(1 <= w <= engine.STAGING_MAX for w in a.staging_buffers):
@@ -217,7 +225,8 @@ def _settings(p: argparse.ArgumentParser, a: argparse.Namespace, nprocs: int) ->
     return Settings(a.collectives, sizes, dtype, a.op, a.root, a.memory, a.storage, a.seed, a.trials,
                     a.warmup, a.min_reps, a.max_reps, a.min_time, a.checkpoint_reps, a.prune_factor,
                     a.verify_rounds, a.max_trials_this_run, a.crash_after, verify_top=a.verify_top,
-                    verify_passes=a.verify_passes, acc_dtype=a.acc_dtype, fresh_input=a.fresh_input)
+                    verify_passes=a.verify_passes, acc_dtype=a.acc_dtype, fresh_input=a.fresh_input,
+                    shared_core=a.shared_core if a.memory == "host" else 0.0)
 
 
 def transport_dimension(have: Sequence[str], asked: Sequence[str] | None) -> tuple[tuple[str, ...], str]:
@@ -264,7 +273,7 @@ def table_for(results: Sequence[BucketResult], fp: dict[str, Any], fitted: model
     for coll in dict.fromkeys(r.collective for r in results):
         chunked = engine.chunked(coll)
         choices = [tables.Choice(r.nbytes, r.choice.algorithm, r.choice.chunk_bytes, r.seconds, r.native_s,
-                                 r.choice.staging_buffers, r.choice.transport)
+                                 r.choice.staging_buffers, r.choice.transport, r.one_core_s)
                    for r in results if r.collective == coll]
         rows += tables.merge_choices(coll, choices, chunked)
     tuner = {"command": command, "settings": settings, "lpmpi_version": lpmpi.__version__,

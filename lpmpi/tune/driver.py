@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,6 +58,7 @@ class Settings:
     fresh_input: bool = True           # the input rewritten before each timed call (its own studies)
     transports: tuple[str, ...] = ()   # transport dimension of the algorithms that have one (host)
     shm_below: int | None = None       # shared memory searched only below this message size
+    shared_core: float = 0.0           # finalists within this of the choice timed on one core (0: off)
 
 
 class Tuner:
@@ -164,7 +166,7 @@ class Tuner:
             choice = Config(stored["algorithm"], stored["chunk_bytes"], stored.get("staging_buffers"),
                             stored.get("transport"))
             return self._result(space, budget, study, choice, stored["seconds"], stored["native_s"],
-                                reused=True)
+                                stored.get("one_core_s"), reused=True)
         bench = Bench(self.comm, collective, nbytes, self.s.dtype, self.s.op, self.s.root, self.backend,
                       acc_dtype=self.s.acc_dtype, fresh_input=self.s.fresh_input)
         baseline = Config(NATIVE) if NATIVE in space.algorithms else Config(space.algorithms[0])
@@ -188,19 +190,21 @@ class Tuner:
                 self.progress.trial(collective, nbytes, study.counted, budget, cfg, res.seconds,
                                     res.pruned, study.best(), eta)
         times = self._verify(bench, study, reps)
-        choice, seconds, native_s = decide(times)
+        one_core = self._one_core(bench, times, reps)
+        choice, seconds, native_s = decide(times, one_core, self.s.shared_core)
         if study is not None:
-            study.store_choice(choice_record(choice, seconds, native_s, times, reps, passes=1))
+            study.store_choice(choice_record(choice, seconds, native_s, times, reps, passes=1, one_core=one_core))
+        self._say_one_core(collective, nbytes, times, one_core, choice)
         self.current = None
-        return self._result(space, budget, study, choice, seconds, native_s)
+        return self._result(space, budget, study, choice, seconds, native_s, one_core.get(choice))
 
     def _result(self, space: Space, budget: int, study: Any, choice: Config, seconds: float,
-                native_s: float | None, reused: bool = False) -> BucketResult:
+                native_s: float | None, one_core_s: float | None = None, reused: bool = False) -> BucketResult:
         measured = study.counted if study is not None else 0
         pruned = sum(t.state.name == "PRUNED" for t in study.measured.values()) if study is not None else 0
         measured, pruned = self.comm.bcast((measured, pruned), root=0)
         return BucketResult(space.collective, space.nbytes, choice, seconds, native_s, measured, budget,
-                            len(space.grid()), pruned, reused)
+                            len(space.grid()), pruned, reused, one_core_s)
 
     def _next(self, study: Any) -> Config | str | None:
         """Rank 0: the next configuration, None when the bucket is done, STOP to end the run."""
@@ -236,6 +240,34 @@ class Tuner:
             return dict(zip(candidates, bench.interleaved(candidates, 1, reps * self.s.verify_rounds)))
         return dict(ranked)
 
+    def _one_core(self, bench: Bench, times: dict[Config, float], reps: int) -> dict[Config, float]:
+        """``--shared-core``: the quiet choice and the finalists within ``shared_core`` of its
+        time, measured again side by side with every rank on one core (the placement a busy
+        process beside the job or more ranks than cores give: each wait's hand-over to the peer
+        then costs a context switch, so configurations that synchronise more often lose most;
+        issue 53: ring over shared memory at 4 KiB, 1.3x MPI's own quiet, 0.7x on one core,
+        where mst is 1.3x and 1.9x).  Empty where off, where fewer than two finalists are that
+        close, or where the ranks cannot share a core (several nodes, affinity refused)."""
+        tol = self.s.shared_core
+        if tol <= 0 or not times or self.nprocs < 2:
+            return {}
+        quiet, _, _ = decide(times)
+        near = [c for c in times if times[c] <= times[quiet] * (1 + tol)]
+        if len(near) < 2:
+            return {}
+        with one_core(self.comm) as ok:
+            if not ok:
+                return {}
+            return dict(zip(near, bench.interleaved(near, 1, reps)))
+
+    def _say_one_core(self, collective: str, nbytes: int, times: dict[Config, float],
+                      one_core: dict[Config, float], choice: Config) -> None:
+        quiet, _, _ = decide(times)
+        if self.rank == 0 and choice != quiet:
+            self.say(f"[shared core {collective} {format_bytes(nbytes)}] {quiet.label} -> {choice.label}: "
+                     f"{times[choice] * 1e6:.2f} us against {times[quiet] * 1e6:.2f} quiet, "
+                     f"{one_core[choice] * 1e6:.2f} against {one_core[quiet] * 1e6:.2f} on one core")
+
     def final_check(self, results: list[BucketResult]) -> list[BucketResult]:
         """After every bucket is tuned (once per pass beyond the first): measure each bucket's
         finalists once more, at this other moment (the machine in another state: after the large
@@ -259,34 +291,52 @@ class Tuner:
                           self.backend, acc_dtype=self.s.acc_dtype, fresh_input=self.s.fresh_input)
             again = bench.interleaved(cands, 1, int(stored["reps"]) * max(1, self.s.verify_rounds))
             times = {c: max(t, float(t0)) for c, t, t0 in zip(cands, again, stored["times"])}
-            choice, seconds, native_s = decide(times)
+            one_core = {c: float(t) for c, t in zip(cands, stored.get("one_core") or ()) if t is not None}
+            choice, seconds, native_s = decide(times, one_core, self.s.shared_core)
             if study is not None:
                 study.store_choice(choice_record(choice, seconds, native_s, times, int(stored["reps"]),
-                                                 passes=int(stored.get("passes", 1)) + 1))
+                                                 passes=int(stored.get("passes", 1)) + 1, one_core=one_core))
                 if choice != r.choice:
                     self.say(f"[final check {r.collective} {format_bytes(r.nbytes)}] "
                              f"{r.choice.label} -> {choice.label} (worse of the passes: "
                              f"{seconds * 1e6:.1f} us)")
             changed += choice != r.choice
             checked += 1
-            out.append(replace(r, choice=choice, seconds=seconds, native_s=native_s))
+            out.append(replace(r, choice=choice, seconds=seconds, native_s=native_s,
+                               one_core_s=one_core.get(choice)))
         if self.rank == 0 and checked:
             self.say(f"# final check: the finalists of {checked} sizes measured again; "
                      f"{changed} choice(s) changed")
         return out
 
 
-def decide(times: dict[Config, float]) -> tuple[Config, float, float | None]:
-    """The fastest configuration of ``times``, native where native is within TIE of it."""
+def decide(times: dict[Config, float], one_core: dict[Config, float] | None = None,
+           tol: float = 0.0) -> tuple[Config, float, float | None]:
+    """The fastest configuration of ``times``, native where native is within TIE of it; with
+    ``one_core`` (``--shared-core``: times with every rank on one core), of the configurations
+    within ``tol`` of that one's time the fastest on one core, where it is faster there by
+    more than TIE.
+
+    >>> a, b = Config("ring", 1024, transport="shm"), Config("mst")
+    >>> decide({a: 2.9, b: 3.0})[0] == a, decide({a: 2.9, b: 3.0}, {a: 16.0, b: 6.5}, 0.05)[0] == b
+    (True, True)
+    >>> decide({a: 2.9, b: 3.2}, {a: 16.0, b: 6.5}, 0.05)[0] == a     # b: 10% slower quiet
+    True
+    """
     cfgs = list(times)
     native = times.get(Config(NATIVE))
     prefer = cfgs.index(Config(NATIVE)) if native is not None else -1
     best = cfgs[autotune.decide([times[c] for c in cfgs], prefer, TIE)]   # the online tuner's rule
+    if one_core and best in one_core and tol > 0:
+        near = [c for c in cfgs if c in one_core and times[c] <= times[best] * (1 + tol)]
+        robust = min(near, key=lambda c: one_core[c])
+        if one_core[robust] < one_core[best] * (1 - TIE):
+            best = robust
     return best, times[best], native
 
 
 def choice_record(choice: Config, seconds: float, native_s: float | None, times: dict[Config, float],
-                  reps: int, passes: int) -> dict[str, Any]:
+                  reps: int, passes: int, one_core: dict[Config, float] | None = None) -> dict[str, Any]:
     """What a study stores of its bucket's choice: the choice, and the finalists with their
     times so far (the worse over ``passes`` verification passes) for the final check (records
     of earlier versions, without a transport, read as None)."""
@@ -294,7 +344,39 @@ def choice_record(choice: Config, seconds: float, native_s: float | None, times:
             "staging_buffers": choice.staging_buffers, "transport": choice.transport,
             "seconds": seconds, "native_s": native_s,
             "candidates": [[c.algorithm, c.chunk_bytes, c.staging_buffers, c.transport] for c in times],
-            "times": list(times.values()), "reps": reps, "passes": passes}
+            "times": list(times.values()), "reps": reps, "passes": passes,
+            "one_core": [None if one_core is None or c not in one_core else one_core[c] for c in times],
+            "one_core_s": None if one_core is None else one_core.get(choice)}
+
+
+@contextmanager
+def one_core(comm: Any) -> Iterator[bool]:
+    """Every rank of ``comm`` on one CPU for the duration (the lowest rank 0 may run on), each
+    rank's affinity restored after; yields False, having changed nothing, where the ranks span
+    several nodes or a rank may not run there.  Collective."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    one_node = comm.allreduce(local.Get_size(), op=MPI.MIN) == comm.Get_size()
+    local.Free()
+    try:
+        mine = os.sched_getaffinity(0)
+    except (AttributeError, OSError):          # (no affinity on this platform)
+        mine = set()
+    cpu = comm.bcast(min(mine) if mine and one_node else None, root=0)
+    moved = False
+    if cpu is not None and mine:
+        try:
+            os.sched_setaffinity(0, {cpu})
+            moved = True
+        except OSError:
+            pass
+    ok = comm.allreduce(moved, op=MPI.LAND)
+    try:
+        yield ok
+    finally:
+        if moved:
+            os.sched_setaffinity(0, mine)
 
 
 def bench_algorithms(bench: Bench) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ class BucketResult:
     grid: int                # the exhaustive grid's size
     pruned: int = 0
     reused: bool = False     # taken from an earlier run's stored choice
+    one_core_s: float | None = None   # --shared-core: the choice with every rank on one core
 
     @property
     def speedup(self) -> float | None:
