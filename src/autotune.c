@@ -244,6 +244,13 @@ static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *b
     }
     for (int tp = LP_TP_MPI; tp < LP_NTP; tp++)                            /* its other transports */
         add_cand(k, ctx, base->alg, base->chunk, tp);
+    /* a coarse spread of its chunk where room is left: the model's chunk can be far from the
+     * best (issue 50, 16 MiB from no table: ring with 8 MiB chunks, where 256 KiB ones stay in
+     * the caches and take 1.3x less), further than the neighbours' rounds walk (x2, /2 twice) */
+    if (lp_algos[base->alg].chunked) {
+        add_cand(k, ctx, base->alg, base->chunk / 8, base->transport);
+        add_cand(k, ctx, base->alg, base->chunk / 64, base->transport);
+    }
     I->native = -1;
     for (int i = 0; i < I->ncand; i++)
         if (lp_algos[I->cand[i].alg].sched == &lp_sched_native) I->native = i;

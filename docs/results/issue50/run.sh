@@ -7,7 +7,7 @@
 # Needs impi-rt in $IMPI (pip install --prefix "$IMPI" impi-rt) and the venv's lpmpi built (the
 # source tree's, through PYTHONPATH).
 set -u
-OUT=${1:?outdir}; N=${2:-2}
+OUT=$(mkdir -p "${1:?outdir}" && cd "$1" && pwd); N=${2:-2}
 mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 PY=$ROOT/.venv/bin/python
