@@ -4,8 +4,9 @@ defined, not static, in another file), and which file includes which header; the
     python tools/src_graph.py            # the layers (files grouped by depth) and any cycle
     python tools/src_graph.py --dot      # the file graph for graphviz
 
-tests/test_layout.py (test_no_upward_call_or_include_cycle_in_src) fails on any cycle: the engine's files form layers that point one way
-(entry -> decision -> schedules -> progress -> transports -> MPI; docs/design.md)."""
+tests/test_layout.py (test_no_upward_call_or_include_cycle_in_src) fails on any cycle: the
+engine's files form layers that point one way (entry -> decision -> schedules -> progress ->
+transports -> MPI; docs/design.md)."""
 from __future__ import annotations
 
 import re
