@@ -66,5 +66,6 @@ def test_the_bound_sees_a_wait_that_never_yields():
     core: the hand-overs wait for the scheduler's tick, every wait over MPI and over the
     shared-memory counters alike, and the bound above sees it (a few calls each)."""
     got = _one_core({"LPMPI_SHM_SPIN_US": "-1"}, calls=6)
-    fast = {k: f"{v * 1e6:.0f} us" for k, v in got.items() if v < 2e-3}
-    assert not fast, f"waits that never yield handed the core over anyway: {fast}"
+    starved = [k for k, v in got.items() if v > 2e-3]
+    # (here every case, 8-16 ms; at least half of them wherever a scheduler slice exceeds 2 ms)
+    assert len(starved) >= len(got) // 2, f"the bound missed waits that never yield: {got}"
