@@ -586,12 +586,11 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         k->ctx = ctx;
         candidates(k, ctx, ch);
         if (ch->learned > 0) {   /* a row learned in an earlier run (LPMPI_AUTOTUNE_FILE): settled */
-            for (int i = 0; i < I->ncand; i++) I->median[i] = NAN;
+            for (int i = 1; i < I->ncand; i++) I->median[i] = NAN;
+            I->median[0] = ch->learned;      /* (settle's seconds; its first window sized from it) */
             settle(k, 0);
             I->settle_calls = 0;
-            /* its time then is the reference: a machine slower or faster now re-explores */
-            I->seconds = I->median[0] = k->ref = ch->learned;
-            window_start(k);
+            k->ref = ch->learned;   /* its time then the reference: a machine slower or faster re-explores */
         } else {
             explore(k, 1);
         }

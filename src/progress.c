@@ -653,6 +653,15 @@ static _Thread_local struct {
     uint32_t v;                 /* the wake-up word when it armed */
 } W = {.budget = -2};
 
+/* a waiter's spin budget (idle_wait's, mpi_idle's): kept within [0, max] (max: lp_spin_ns now;
+ * -2: not set yet), and after a wait its spin answered, doubled (plus a step, from 0) */
+static void budget_clamp(long *b, long max) {
+    if (*b == -2 || *b > max) *b = max;
+}
+static long budget_grown(long b, long max) {
+    return b * 2 + SHM_SPIN_GROW_NS < max ? b * 2 + SHM_SPIN_GROW_NS : max;
+}
+
 static void idle_end(void) {
     if (W.armed) W.axp->disarm(W.armed, W.rank);
     W.armed = NULL;
@@ -664,11 +673,11 @@ static void idle_wait(const lp_xport_t *xp, const void *s, int rank) {
         return;
     }
     const long max = lp_spin_ns;
-    if (W.budget == -2 || W.budget > max) W.budget = max;
+    budget_clamp(&W.budget, max);
     long long t = now_ns();
     if (W.moves != moves || W.seg != s || !W.since) {   /* a new wait: something moved since */
         if (W.since && !W.slept && W.seg == s && max >= 0)   /* the last one ended in its spin */
-            W.budget = W.budget * 2 + SHM_SPIN_GROW_NS < max ? W.budget * 2 + SHM_SPIN_GROW_NS : max;
+            W.budget = budget_grown(W.budget, max);
         idle_end();
         W.moves = moves;
         W.seg = s;
@@ -927,7 +936,7 @@ static _Thread_local struct {
 
 static void mpi_idle(void) {
     const long max = lp_spin_ns;
-    if (Y.budget == -2 || Y.budget > max) Y.budget = max;
+    budget_clamp(&Y.budget, max);
     if (Y.moves == moves && Y.since && Y.yielded) {     /* (yielding already: no clock read) */
         sched_yield();
         return;
@@ -936,7 +945,7 @@ static void mpi_idle(void) {
     long long t = now_ns();
     if (Y.moves != moves || !Y.since) {                 /* a new wait: something moved since */
         if (Y.since && !Y.yielded && max >= 0)           /* the last one ended in its spin */
-            Y.budget = Y.budget * 2 + SHM_SPIN_GROW_NS < max ? Y.budget * 2 + SHM_SPIN_GROW_NS : max;
+            Y.budget = budget_grown(Y.budget, max);
         Y.moves = moves;
         Y.since = t;
         Y.yielded = 0;

@@ -190,11 +190,15 @@ class Tuner:
                 self.progress.trial(collective, nbytes, study.counted, budget, cfg, res.seconds,
                                     res.pruned, study.best(), eta)
         times = self._verify(bench, study, reps)
-        one_core = self._one_core(bench, times, reps)
+        quiet = decide(times)[0]
+        one_core = self._one_core(bench, times, quiet, reps)
         choice, seconds, native_s = decide(times, one_core, self.s.shared_core)
         if study is not None:
             study.store_choice(choice_record(choice, seconds, native_s, times, reps, passes=1, one_core=one_core))
-        self._say_one_core(collective, nbytes, times, one_core, choice)
+        if self.rank == 0 and choice != quiet:
+            self.say(f"[shared core {collective} {format_bytes(nbytes)}] {quiet.label} -> {choice.label}: "
+                     f"{times[choice] * 1e6:.2f} us against {times[quiet] * 1e6:.2f} quiet, "
+                     f"{one_core[choice] * 1e6:.2f} against {one_core[quiet] * 1e6:.2f} on one core")
         self.current = None
         return self._result(space, budget, study, choice, seconds, native_s, one_core.get(choice))
 
@@ -240,7 +244,8 @@ class Tuner:
             return dict(zip(candidates, bench.interleaved(candidates, 1, reps * self.s.verify_rounds)))
         return dict(ranked)
 
-    def _one_core(self, bench: Bench, times: dict[Config, float], reps: int) -> dict[Config, float]:
+    def _one_core(self, bench: Bench, times: dict[Config, float], quiet: Config,
+                  reps: int) -> dict[Config, float]:
         """``--shared-core``: the quiet choice and the finalists within ``shared_core`` of its
         time, measured again side by side with every rank on one core (the placement a busy
         process beside the job or more ranks than cores give: each wait's hand-over to the peer
@@ -251,7 +256,6 @@ class Tuner:
         tol = self.s.shared_core
         if tol <= 0 or not times or self.nprocs < 2:
             return {}
-        quiet, _, _ = decide(times)
         near = [c for c in times if times[c] <= times[quiet] * (1 + tol)]
         if len(near) < 2:
             return {}
@@ -259,14 +263,6 @@ class Tuner:
             if not ok:
                 return {}
             return dict(zip(near, bench.interleaved(near, 1, reps)))
-
-    def _say_one_core(self, collective: str, nbytes: int, times: dict[Config, float],
-                      one_core: dict[Config, float], choice: Config) -> None:
-        quiet, _, _ = decide(times)
-        if self.rank == 0 and choice != quiet:
-            self.say(f"[shared core {collective} {format_bytes(nbytes)}] {quiet.label} -> {choice.label}: "
-                     f"{times[choice] * 1e6:.2f} us against {times[quiet] * 1e6:.2f} quiet, "
-                     f"{one_core[choice] * 1e6:.2f} against {one_core[quiet] * 1e6:.2f} on one core")
 
     def final_check(self, results: list[BucketResult]) -> list[BucketResult]:
         """After every bucket is tuned (once per pass beyond the first): measure each bucket's
