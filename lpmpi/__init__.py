@@ -97,7 +97,8 @@ __all__ = [
     "waitall",
 ]
 
-# the collectives whose three functions the engine makes from their rows (lpmpi._core._forms):
+# the collectives whose three functions are generated from the descriptor (lpmpi/_core.src/forms.toml,
+# tools/gen_forms.py):
 # alltoall, alltoallv, allgatherv, gather, scatter and their i- and _init forms
 globals().update(_core.BLOCK_FUNCTIONS)
 __all__ += [name for name in sorted(_core.BLOCK_FUNCTIONS)]

@@ -42,7 +42,11 @@ def _row(k: Mapping[str, Any]) -> dict[str, Any] | None:
                            "algorithm": c["algorithm"], "chunk_bytes": c["chunk_bytes"]}
     if c["transport"] is not None:
         row["transport"] = c["transport"]
-    row["measured"] = [{"nbytes": k["nbytes"], "time_us": us(c["seconds"]), "native_us": us(native)}]
+    # its time: the last settled window's median where one was measured (the choice run in a row,
+    # as the next run's windows measure it against this reference), else the exploration's
+    last = k.get("last_seconds")
+    t = last if last is not None and last == last and last > 0 else c["seconds"]
+    row["measured"] = [{"nbytes": k["nbytes"], "time_us": us(t), "native_us": us(native)}]
     row["autotune"] = {"calls": k["calls"], "settle_calls": k["settle_calls"], "settles": k["settles"],
                        "explore_calls": k["explore_calls"], "explore_us": us(k["explore_seconds"]),
                        "drifts_slower": k["drifts_slower"], "drifts_faster": k["drifts_faster"],

@@ -42,7 +42,8 @@ from mpi4py import MPI
 
 from lpmpi import _core, engine
 
-__all__ = ["allgather", "allreduce", "alltoall", "bcast", "default_comm", "reduce", "reduce_scatter"]
+__all__ = ["allgather", "allreduce", "alltoall", "bcast", "default_comm", "gather", "reduce", "reduce_scatter",
+           "scatter"]
 
 
 # ---- what differs across JAX versions (0.9, 0.10): private names, one place ----
@@ -131,17 +132,18 @@ def _flag(v) -> bool:
 
 
 # ---- one primitive per collective ----
-def _out_aval(coll: str, x, size: int):
-    """The result's shape from the collective's row: a sendbuf of P blocks is x's leading axis
-    (reduce_scatter, alltoall); a recvbuf of P blocks gets one (allgather) or keeps it (alltoall)."""
+def _out_aval(coll: str, x, size: int, rank: int, root: int):
+    """The result's shape from the collective's row and this rank's role (mpi4jax's shapes): a
+    buffer of P blocks is x's leading axis (reduce_scatter, alltoall, scatter's root) or gets
+    one (allgather, gather's root); a side this rank neither reads nor writes is one block
+    (scatter's input, gather's result off the root: x's shape)."""
     row = engine.collective_info(coll)
-    if row.send_blocks == 0 and (not x.shape or x.shape[0] != size):
-        raise ValueError(f"{coll}: x must have shape (P, ...) with P = {size} "
-                         f"(one block per rank), got {tuple(x.shape)}")
-    if row.send_blocks == 0:
-        shape = tuple(x.shape) if row.recv_blocks == 0 else tuple(x.shape[1:])
-    else:
-        shape = ((size,) if row.recv_blocks == 0 else ()) + tuple(x.shape)
+    reads, gets = row.brings_input(rank, root), row.gets_result(rank, root)
+    if reads and row.send_blocks == 0 and (not x.shape or x.shape[0] != size):
+        raise ValueError(f"{coll.capitalize()} input must have shape (nproc, ...), i.e. (P, ...) with "
+                         f"P = {size}, one block per rank; got {tuple(x.shape)}")
+    block = tuple(x.shape[1:]) if reads and row.send_blocks == 0 else tuple(x.shape)
+    shape = ((size,) + block) if gets and row.recv_blocks == 0 else block
     return _compat.ShapedArray(shape, x.dtype)
 
 
@@ -149,8 +151,8 @@ def _make(coll: str):
     p = _compat.Primitive(f"lpmpi_{coll}")
     target = _TARGET.format(coll)
 
-    def abstract(x, *, transpose=False, size, **_):
-        return _out_aval(coll, x, size), (set() if transpose else {_EFFECT})
+    def abstract(x, *, transpose=False, size, rank, root, **_):
+        return _out_aval(coll, x, size, rank, root), (set() if transpose else {_EFFECT})
 
     def lower(ctx, x, *, transpose=False, in_place=False, comm, op, root, alg, chunk, acc, comp,
               size, rank):
@@ -180,16 +182,20 @@ def _make(coll: str):
     def batch(args, dims, **params):
         (x,), (d,) = args, dims
         row = engine.collective_info(coll)
-        if row.send_blocks == 0:          # blocks along axis 0: the batch goes inside each block
-            return p.bind(jax.numpy.moveaxis(x, d, 1), **params), (1 if row.recv_blocks == 0 else 0)
+        gets = row.gets_result(params["rank"], params["root"])
+        p_blocks = row.recv_blocks == 0 and gets        # the result gets a leading axis of P
+        if row.send_blocks == 0 and row.brings_input(params["rank"], params["root"]):
+            # blocks along axis 0: the batch goes inside each block
+            return p.bind(jax.numpy.moveaxis(x, d, 1), **params), (1 if p_blocks else 0)
         out = p.bind(x, **params)
-        return out, (d + 1 if row.recv_blocks == 0 else d)
+        return out, (d + 1 if p_blocks else d)
 
     batching.primitive_batchers[p] = batch
     return p
 
 
-_P = {c: _make(c) for c in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall")}
+# every collective with an XLA handler (src/xla_ffi.c: those without per-rank counts)
+_P = {c: _make(c) for c in _core._xla_targets()}
 _SUM = _core.Op.SUM.value
 
 
@@ -284,3 +290,22 @@ def alltoall(x: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "aut
     shape) came from rank i (mpi4jax's ``alltoall``)."""
     x = _array(x)
     return _P["alltoall"].bind(x, **_params("alltoall", x, None, 0, comm, algorithm, chunk_bytes, None))
+
+
+def gather(x: Any, root: int, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+           chunk_bytes: int | None = None):
+    """Every rank's ``x`` onto ``root``: there shape ``(P,) + x.shape``, row r is rank r's;
+    ``x`` itself elsewhere (mpi4jax's ``gather``)."""
+    x = _array(x)
+    params = _params("gather", x, None, root, comm, algorithm, chunk_bytes, None)
+    res = _P["gather"].bind(x, **params)
+    return res if params["rank"] == params["root"] else x
+
+
+def scatter(x: Any, root: int, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+            chunk_bytes: int | None = None):
+    """Block r of the root's ``x`` (shape ``(P, ...)``) to rank r: a new array of shape
+    ``x.shape[1:]`` there; elsewhere ``x`` gives only the shape and dtype of the result (it is
+    not read), as in mpi4jax's ``scatter``."""
+    x = _array(x)
+    return _P["scatter"].bind(x, **_params("scatter", x, None, root, comm, algorithm, chunk_bytes, None))

@@ -10,21 +10,22 @@
  *
  *   explore   a few candidates (the static decision: table row or model; MPI's own; the model's
  *             next best algorithms; the static choice's chunk x2 and /2 and its other node-local
- *             transports) in rounds of interleaved calls (A B C A B C ...).  After each round
+ *             transports) in rounds of blocks of consecutive calls (A A A B B B ...: 3, 3, then 4
+ *             a candidate, each block's first call, the switch, apart).  After each round
  *             every rank has the same numbers: the per-call times of the round, reduced with
  *             one MPI_MAX (an MPI_Iallreduce on a private duplicate of the communicator, issued
  *             right after the round's last call, waited for at the key's next call).  A
  *             candidate's first call is its warm-up (a plan, the first use of a transport or of
  *             the MPI library's algorithm: Intel MPI's took 30 us where its later calls take 4):
  *             its time never decides.  The candidates slower than the best by the round's
- *             factor are dropped: 3x after the first round (one sample each; MPI's own is never
- *             dropped there), 1.5x and 1.2x later, on AT_KMIN samples at least, and MPI's own
+ *             factor are dropped: 3x after the first round (two samples each, AT_K0; MPI's own
+ *             is never dropped there), 1.5x and 1.2x later, on AT_KMIN samples at least, and MPI's own
  *             never on fewer samples than the leader has;
  *             after the third round the leader's untried neighbours (chunk x2, /2, its other
  *             transports) join it for rounds 2 and 3 again (twice at most: a hill climb); then
  *             the finalists (the leader, MPI's own, the runner-up) run in blocks of AT_BLOCK
- *             consecutive calls, as the program will run its choice, and the blocks' medians
- *             (each block's first call apart) decide: lp_tune_decide's choice, MPI's own within
+ *             consecutive calls, as the program will run its choice, and the medians of the
+ *             blocks' second halves (the switch can last several calls) decide: lp_tune_decide's choice, MPI's own within
  *             a tie.  Rounds and blocks together: 64 calls at most.
  *   settled   the choice runs; its per-call times are agreed the same way once per window
  *             (window: about 100 us of calls, doubling while the windows agree with the
@@ -75,6 +76,20 @@ double lp_tune_median(const double *x, size_t n) {
     return m;
 }
 
+/* the lower median (n even: the lower middle; of two samples, the smaller): what the rounds rank
+ * and cut by.  A candidate's next calls after its first can still run slow (ring over shm at
+ * 256 KiB on the AMD EPYC: 1-4 ms, then 150-220 us, then 25-30 us; over CMA 120-175, 70-80,
+ * 55-64, then 33): noise that only ever adds, which the mean of two samples carried into the
+ * ranking (ring over shm ranked 81 us where it runs 25) */
+static double lower_median(const double *x, size_t n) {
+    if (n < 2 || n % 2) return lp_tune_median(x, n);
+    double v[16];                   /* (a candidate keeps AT_KEEP = 16 samples) */
+    size_t m = n < 16 ? n : 16;
+    memcpy(v, x, m * sizeof *v);
+    qsort(v, m, sizeof *v, cmp_double);
+    return v[m / 2 - 1];
+}
+
 int lp_tune_pruned(double t, double best, double factor) { return t > best * factor; }
 
 int lp_tune_decide(const double *t, int n, int prefer, double tie) {
@@ -93,8 +108,12 @@ int lp_tune_decide(const double *t, int n, int prefer, double tie) {
 #define MISSING 1e200      /* a slot with no time (dropped after the MAX) */
 #define FAILED 1e300       /* a call that failed on some rank */
 static const double round_factor[] = {3.0, 1.5, 1.2};   /* drop past this x the best, per round */
-static const int round_reps[] = {2, 2, 4};               /* calls per candidate, per round (the first
-                                                          call of a candidate: its warm-up, apart) */
+static const int round_reps[] = {3, 3, 4};               /* calls per candidate, per round: a block
+                                                          (its first call, the switch, apart) */
+#define AT_K0 2             /* samples a candidate has before the first round's 3x cut may drop it:
+                               one sample alone dropped the best (issue 50, AMD EPYC, Intel MPI,
+                               64 MiB: ring over shm's one sample 47.7 ms in a launch's first calls,
+                               where it then takes 7.5; settled 2.08x the grid's best) */
 #define NROUNDS 3
 #define AT_KMIN 3           /* samples a candidate has before the 1.5x and 1.2x cuts may drop it;
                                a first call's time (Intel MPI's first use of its algorithm: 30 us
@@ -102,7 +121,7 @@ static const int round_reps[] = {2, 2, 4};               /* calls per candidate,
 #define AT_REFINES 2        /* neighbour rounds around the leader before settling */
 #define AT_FIRST 10         /* candidates of the first round at most */
 #define AT_FINALS 3         /* finalists confirmed in blocks: the leader, MPI's own, the runner-up */
-#define AT_BLOCK 6          /* consecutive calls of a finalist in the confirmation (the first apart) */
+#define AT_BLOCK 6          /* consecutive calls of a finalist in the confirmation (its first half apart) */
 #define AT_BUDGET (64 - AT_FINALS * AT_BLOCK)   /* calls of the rounds at most: settled within 64 */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
 #define DRIFT_WINDOWS 3     /* in a row: re-explore (2 re-explored on this VM's noise alone) */
@@ -250,6 +269,13 @@ static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *b
     if (lp_algos[base->alg].chunked) {
         add_cand(k, ctx, base->alg, base->chunk / 8, base->transport);
         add_cand(k, ctx, base->alg, base->chunk / 64, base->transport);
+    } else if (ntop) {         /* an unchunked static choice: the model's first algorithm's spread
+                                * (AMD EPYC, 64 MiB from no table: static be, the model's ring with
+                                * 16 MiB chunks, the grid's best ring with 1 MiB ones over shm, where
+                                * 16 MiB ones ran 30 ms in some segments and 7.3 in others) */
+        size_t c0 = lp_best_chunk_with(m, top[0], I->P, I->nodes, nb);
+        add_cand(k, ctx, top[0], c0 / 8, LP_TP_MODEL);
+        add_cand(k, ctx, top[0], c0 / 64, LP_TP_MODEL);
     }
     I->native = -1;
     for (int i = 0; i < I->ncand; i++)
@@ -297,10 +323,15 @@ static void window_start(lp_at_key_t *k) {
     int alive[AT_MAXC], na = 0;
     for (int i = 0; i < I->ncand; i++)
         if (I->alive[i]) alive[na++] = i;
+    /* blocks of consecutive calls, as the program runs its choice (each block's first call
+     * apart: the switch), in an order rotated by round.  Interleaved call by call, a candidate
+     * that keeps its data in the caches between its calls was measured cold: on the AMD EPYC
+     * under MPICH, ring over shm took 28-341 us at 64 KiB-1 MiB in interleaved rounds where it
+     * takes 12-60 in a row, and the key settled on ring over CMA at 1.34-1.77x the grid's best */
     int reps = round_reps[k->round];
     k->wlen = 0;
-    for (int r = 0; r < reps; r++)                                   /* interleaved, rotated */
-        for (int j = 0; j < na && k->wlen < AT_WIN; j++) k->wc[k->wlen++] = alive[(j + r) % na];
+    for (int j = 0; j < na; j++)
+        for (int r = 0; r < reps && k->wlen < AT_WIN; r++) k->wc[k->wlen++] = alive[(j + k->round) % na];
 }
 
 static void explore(lp_at_key_t *k, int first) {
@@ -401,7 +432,10 @@ static void confirm(lp_at_key_t *k, int c) {
     window_start(k);
 }
 
-/* the blocks of the finalists: each block's median, its first call apart (the switch) */
+/* the blocks of the finalists: the median of each block's second half (its first calls: the
+ * switch, which can last several calls: under Intel MPI at 64 MiB on the AMD EPYC, ring over shm's
+ * block ran 45, 29, 28, 25, then 9.4 and 9.3 ms, its median 25 ms against MPI's own 19, where it
+ * then ran 7.4 in a row; the program runs its choice in a row) */
 static void confirmed(lp_at_key_t *k, const double *t, const int *cand, int n) {
     lp_at_info_t *I = &k->info;
     double med[AT_MAXC], x[AT_BLOCK];
@@ -410,7 +444,7 @@ static void confirmed(lp_at_key_t *k, const double *t, const int *cand, int n) {
         int nx = 0, seen = 0;
         for (int s = 0; s < n; s++) {
             if (cand[s] != k->fin[f] || t[s] >= MISSING * 0.5) continue;
-            if (seen++ == 0) continue;
+            if (seen++ < AT_BLOCK / 2) continue;
             if (nx < AT_BLOCK) x[nx++] = t[s];
         }
         if (nx) med[k->fin[f]] = lp_tune_median(x, (size_t)nx);
@@ -445,7 +479,8 @@ static void apply(lp_at_key_t *k) {
             continue;
         }
         if (t >= MISSING * 0.5) continue;
-        if (I->state == AT_EXPLORE && !k->warm[c]) {  /* its first call: measured apart */
+        /* its first call (k->warm), and the first of each block (the switch): measured apart */
+        if (I->state == AT_EXPLORE && (!k->warm[c] || s == 0 || k->rc_[s - 1] != c)) {
             k->warm[c] = 1;
             I->explore_seconds += t;
             continue;
@@ -467,15 +502,15 @@ static void apply(lp_at_key_t *k) {
         double best = INFINITY;
         int lead = -1;
         for (int i = 0; i < I->ncand; i++) {
-            I->median[i] = k->nts[i] ? lp_tune_median(k->ts[i], (size_t)k->nts[i]) : NAN;
+            I->median[i] = k->nts[i] ? lower_median(k->ts[i], (size_t)k->nts[i]) : NAN;
             if (I->alive[i] && k->nts[i] && I->median[i] < best) { best = I->median[i]; lead = i; }
         }
         int na = 0;
         for (int i = 0; i < I->ncand; i++) {
-            /* after the first round (a warm-up and one sample each) only the far slower go (3x:
+            /* after the first round (a warm-up and AT_K0 samples each) only the far slower go (3x:
              * the cost of an exploration is theirs), MPI's own stays; later, a candidate goes on
              * AT_KMIN samples or more, MPI's own never on fewer than the leader has */
-            int judged = k->round == 0 ? k->nts[i] >= 1 && i != I->native
+            int judged = k->round == 0 ? k->nts[i] >= AT_K0 && i != I->native
                                        : k->nts[i] >= AT_KMIN &&
                                          !(i == I->native && lead >= 0 && k->nts[i] < k->nts[lead]);
             if (I->alive[i] && judged && lp_tune_pruned(I->median[i], best, round_factor[k->round]))

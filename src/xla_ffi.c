@@ -11,10 +11,11 @@
  *   op     lp_op_t                                root   root rank (reduce, bcast)
  * Shapes (lpmpi.jax's abstract evaluation), from the collective's row (sendbuf's and recvbuf's
  * blocks): allreduce, reduce, bcast out = in; allgather out = P blocks of in; reduce_scatter
- * in = P blocks of out; alltoall in = out = P blocks.  The collectives with per-rank counts
- * have no handler.  reduce and bcast give every rank
- * an output buffer; the ranks that get no result leave it unwritten (lpmpi.jax returns the
- * input there, as mpi4jax does).
+ * in = P blocks of out; alltoall in = out = P blocks; gather out = P blocks of in on the root,
+ * one block elsewhere; scatter in = P blocks of out on the root, one block elsewhere (mpi4jax's
+ * shapes: a side a rank neither reads nor writes is one block).  The collectives with per-rank
+ * counts have no handler.  reduce, bcast and gather give every rank an output buffer; the ranks
+ * that get no result leave it unwritten (lpmpi.jax returns the input there, as mpi4jax does).
  * A failure returns an XLA error (a Python exception from the jitted call) naming the
  * collective and the engine's message; nothing here calls back into Python. */
 #include "internal.h"
@@ -154,19 +155,24 @@ static lpx_error *run(lpx_frame *f, lp_coll_t coll, lp_mem_t mem) {
     int P = 0;
     MPI_Comm_size(comm, &P);
     const lp_coll_traits_t *T = lp_traits(coll);
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    /* a side this rank neither reads nor writes (scatter's input off the root, gather's result
+     * off the root) is one block, as mpi4jax shapes it: the block's size from the other side */
+    const int reads = lp_on(T->input, rank, (int)root), gets = lp_on(T->result, rank, (int)root);
     size_t nin = elements(in), nout = elements(out);
-    size_t count = T->sblocks ? nin : nin / (size_t)P;      /* elements of a block */
-    size_t want_in = lp_buf_bytes(coll, count, 1, P, 0), want_out = lp_buf_bytes(coll, count, 1, P, 1);
+    size_t count = reads ? (T->sblocks ? nin : nin / (size_t)P) : (T->rblocks ? nout : nout / (size_t)P);
+    size_t want_in = reads ? lp_buf_bytes(coll, count, 1, P, 0) : count,
+           want_out = gets ? lp_buf_bytes(coll, count, 1, P, 1) : count;
     if (nin != want_in || nout != want_out)
         return fail(f, LPX_INVALID_ARGUMENT, "lpmpi %s: %zu input and %zu output elements do not "
                     "fit P = %d", what, nin, nout, P);
-    int rank = 0;
-    MPI_Comm_rank(comm, &rank);
     /* buffers as the engine takes them: reduce's result only on the root; bcast's buffer is the
      * input on the root (only read there) and the output elsewhere */
     const void *sbuf = in->data;
     void *rbuf = out->data;
-    if (!lp_on(T->result, rank, root) && T->input == LP_ON_ALL) rbuf = NULL;   /* reduce, gather */
+    if (!gets && T->input == LP_ON_ALL) rbuf = NULL;                    /* reduce, gather */
+    if (!reads && T->result == LP_ON_ALL) sbuf = NULL;                  /* scatter */
     if (T->input == LP_ON_ROOT && T->result == LP_ON_NONROOT)               /* bcast: one buffer */
         sbuf = rbuf = rank == root ? (void *)in->data : out->data;
     if (mem == LP_MEM_CUDA) {

@@ -147,7 +147,19 @@ def eager_lpmpi(coll: str, x: np.ndarray, op: str, root: int, comm, **kw):
         return lpmpi.allgather(x, None, comm)
     if coll == "alltoall":
         return lpmpi.alltoall(x, None, comm)
+    if coll == "gather":
+        r = lpmpi.gather(x, None, root, comm)
+        return r if comm.Get_rank() == root else x
+    if coll == "scatter":       # (off the root x is one block: the result's shape, as mpi4jax)
+        me = comm.Get_rank()
+        return lpmpi.scatter(x if me == root else None, None if me == root else np.empty_like(x), root, comm)
     return lpmpi.reduce_scatter(x, None, op, comm, **kw)
+
+
+def jax_input(coll: str, x: np.ndarray, me: int, root: int) -> np.ndarray:
+    """Rank me's input of lpmpi.jax's call from its P-block data: scatter's off the root is one
+    block (mpi4jax's shapes)."""
+    return x[0] if coll == "scatter" and me != root else x
 
 
 def jax_call(coll: str, op: str, root: int, comm, **kw):
@@ -161,6 +173,10 @@ def jax_call(coll: str, op: str, root: int, comm, **kw):
         return lambda a: lj.allgather(a, comm=comm, **kw)
     if coll == "alltoall":
         return lambda a: lj.alltoall(a, comm=comm, **kw)
+    if coll == "gather":
+        return lambda a: lj.gather(a, root, comm=comm, **kw)
+    if coll == "scatter":
+        return lambda a: lj.scatter(a, root, comm=comm, **kw)
     return lambda a: lj.reduce_scatter(a, op, comm=comm, **kw)
 
 
@@ -175,6 +191,10 @@ def expected(coll: str, xs: list[np.ndarray], op: str, root: int, me: int) -> np
         return np.stack(xs)
     if coll == "alltoall":
         return np.stack([x[me] for x in xs])
+    if coll == "gather":
+        return np.stack(xs) if me == root else xs[me]
+    if coll == "scatter":
+        return xs[root][me]
     return reference(xs, op)[me]
 
 
@@ -186,12 +206,12 @@ def collective_cases(comm, tag: str) -> None:
     lpmpi.jax, eagerly and when traced; at count 7 each dtype eagerly too."""
     n, me = comm.Get_size(), comm.Get_rank()
     root = n - 1
-    for coll in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall"):
+    for coll in ("allreduce", "reduce", "bcast", "allgather", "reduce_scatter", "alltoall", "gather", "scatter"):
         ops = OPS if coll in ("allreduce", "reduce", "reduce_scatter") else ("-",)
         for op in ops:
             opn = "sum" if op == "-" else op
             for count in COUNTS:
-                shape = (n, count) if coll in ("reduce_scatter", "alltoall") else (count,)
+                shape = (n, count) if coll in ("reduce_scatter", "alltoall", "scatter") else (count,)
                 dts = [dt for dt in DTYPES
                        if count <= 7 or dt in ("float32", "int32", "bfloat16", "uint8")]
 
@@ -201,11 +221,12 @@ def collective_cases(comm, tag: str) -> None:
                     for dt in dts:
                         xs[dt] = [data(q, shape, dt) for q in range(n)]
                         try:
-                            wants[dt] = eager_lpmpi(coll, xs[dt][me], opn, root, comm)
+                            wants[dt] = eager_lpmpi(coll, jax_input(coll, xs[dt][me], me, root), opn, root, comm)
                         except TypeError as e:       # a pairing lpmpi refuses: so must lpmpi.jax
                             for form in ("eager", "jit"):
                                 try:
-                                    (jax.jit(f) if form == "jit" else f)(jnp.asarray(xs[dt][me]))
+                                    (jax.jit(f) if form == "jit" else f)(
+                                        jnp.asarray(jax_input(coll, xs[dt][me], me, root)))
                                 except TypeError as e2:
                                     if str(e2) != str(e):
                                         MISMATCHES.append(f"{dt} {form}: {e2} != {e}")
@@ -218,12 +239,12 @@ def collective_cases(comm, tag: str) -> None:
                         same(wants[dt], expected(coll, xs[dt], opn, root, me),
                              f"{dt}: eager lpmpi vs reference", exact)
                     got = jax.jit(lambda *a: [f(v) for v in a])(
-                        *[jnp.asarray(xs[dt][me]) for dt in take])
+                        *[jnp.asarray(jax_input(coll, xs[dt][me], me, root)) for dt in take])
                     for dt, g in zip(take, got):
                         same(g, np.asarray(wants[dt]), f"{dt}: jit vs eager lpmpi")
                     if count == 7:
                         for dt in take:
-                            same(f(jnp.asarray(xs[dt][me])), np.asarray(wants[dt]),
+                            same(f(jnp.asarray(jax_input(coll, xs[dt][me], me, root))), np.asarray(wants[dt]),
                                  f"{dt}: eager lpmpi.jax")
 
                 case(f"{tag} {coll} {op} n={count}", one)
@@ -325,6 +346,14 @@ def vmap_cases() -> None:
         got = jax.vmap(lambda a: lj.reduce(a, "max", P - 1))(xs[me])
         same(got, reference(xs, "max") if me == P - 1 else xs[me], "vmap reduce")
     case("vmap bcast reduce", bcast_reduce)
+
+    def gather_scatter_axes():
+        got = jax.jit(jax.vmap(lambda a: lj.gather(a, P - 1), in_axes=1))(xs[me])     # batch of 5
+        same(got, np.stack(xs).transpose(2, 0, 1) if me == P - 1 else xs[me].T, "vmap gather")
+        ys = [data(q, (4, P, 2), "int32") for q in range(P)]              # batch 4, P blocks
+        got = jax.jit(jax.vmap(lambda a: lj.scatter(a, 0)))(ys[me] if me == 0 else ys[me][:, 0])
+        same(got, ys[0][:, me], "vmap scatter")
+    case("vmap gather scatter", gather_scatter_axes)
 
 
 def ad_cases() -> None:
@@ -494,6 +523,46 @@ def mpi4jax_form_cases() -> None:
             v = jax.vmap(lambda a, lib=lib: lib.allreduce(a, op=MPI.SUM))(jnp.stack([x, 2 * x]))
             same(v, np.stack([s, 2 * s]), f"{lib.__name__} vmap")
     case("mpi4jax forms: grad, vmap", grad_vmap)
+
+    def gather_scatter_alltoall():
+        # the shapes and results mpi4jax's own tests (tests/collective_ops/test_gather.py,
+        # test_scatter.py, test_alltoall.py) check, eagerly and under jit, on every library here
+        for lib in libs:
+            name = lib.__name__
+            arr = jnp.ones((3, 2)) * me
+            for form, g in (("eager", lambda a, lib=lib: lib.gather(a, root=0)),
+                            ("jit", jax.jit(lambda a, lib=lib: lib.gather(a, root=0)))):
+                res = g(arr)
+                if me == 0:
+                    same(res, np.stack([np.ones((3, 2), np.float32) * p for p in range(P)]), f"{name} gather {form}")
+                else:
+                    same(res, arr, f"{name} gather {form} off the root")
+                res = g(me)                                     # a Python scalar
+                same(res, np.arange(P, dtype=np.int32) if me == 0 else np.int32(me), f"{name} gather scalar {form}")
+            src = jnp.stack([jnp.ones((3, 2)) * r for r in range(P)]) if me == 0 else jnp.ones((3, 2)) * me
+            for form, sc in (("eager", lambda a, lib=lib: lib.scatter(a, root=0)),
+                             ("jit", jax.jit(lambda a, lib=lib: lib.scatter(a, root=0)))):
+                same(sc(src), np.ones((3, 2), np.float32) * me, f"{name} scatter {form}")
+            if me == 0:
+                try:
+                    lib.scatter(jnp.ones((P + 1,)), root=0)
+                except ValueError as e:
+                    if "Scatter input must have shape" not in str(e):
+                        MISMATCHES.append(f"{name} scatter's error: {e}")
+                else:
+                    MISMATCHES.append(f"{name} scatter of P + 1 blocks: no ValueError")
+            arr = jnp.ones((P, 3, 2)) * me
+            for form, a2a in (("eager", lambda a, lib=lib: lib.alltoall(a)),
+                              ("jit", jax.jit(lambda a, lib=lib: lib.alltoall(a)))):
+                same(a2a(arr), np.stack([np.ones((3, 2), np.float32) * p for p in range(P)]), f"{name} alltoall {form}")
+            try:
+                lib.alltoall(jnp.ones((P + 1,)))
+            except ValueError as e:
+                if "must have shape (nproc, ...)" not in str(e):
+                    MISMATCHES.append(f"{name} alltoall's error: {e}")
+            else:
+                MISMATCHES.append(f"{name} alltoall of P + 1 blocks: no ValueError")
+    case("mpi4jax forms: gather, scatter, alltoall", gather_scatter_alltoall)
     comm.Free()
 
 
