@@ -131,6 +131,33 @@ cdef object _acc_scratch(size_t n):
 
 cdef tuple _ROWS = _coll_traits()   # the engine's row of each collective (names.pxi)
 
+
+# the same rows as C structs, for the per-call checks of Message.for_blocks (a dict look-up and a
+# string compare per field cost ~0.3 us a call there: issue 51's per-call item)
+cdef struct _Row:
+    int has_op, has_root
+    int input, result           # 0 all, 1 the root, 2 the others (_ON)
+    int send_blocks, recv_blocks
+    int send_counts, recv_counts
+
+
+cdef _Row _CROWS[64]
+
+
+cdef int _crows_init() except -1:
+    cdef int op, root, inp, res, sb, rb, shm, vc, i
+    if LP_NCOLLS > 64:
+        raise RuntimeError("more collectives than _CROWS holds")
+    for i in range(LP_NCOLLS):
+        lp_coll_traits(<lp_coll_t>i, &op, &root, &inp, &res, &sb, &rb, &shm, &vc)
+        _CROWS[i].has_op, _CROWS[i].has_root, _CROWS[i].input, _CROWS[i].result = op, root, inp, res
+        _CROWS[i].send_blocks, _CROWS[i].recv_blocks = sb, rb
+        _CROWS[i].send_counts, _CROWS[i].recv_counts = (vc & 2) != 0, (vc & 1) != 0
+    return 0
+
+
+_crows_init()
+
 cdef int _counts_into(obj, str name, int P, size_t *dst) except -1:
     """Per-rank counts (or displacements): P non-negative ints (a list, tuple or 1-D integer
     array), into dst."""
@@ -464,18 +491,19 @@ cdef class Message:
         cdef object send = None
         _comm(comm, &m.comm, &m.size)
         P = m.size
-        row = _ROWS[coll]
+        cdef _Row *row = &_CROWS[coll]
+        cdef bint takes_in, gets_out, rin, inplace
         try:
             m.coll = coll
-            m.op = _op(op) if row["has_op"] else LP_SUM
-            m.root = _check_root(root, P) if row["has_root"] else 0
+            m.op = _op(op) if row.has_op else LP_SUM
+            m.root = _check_root(root, P) if row.has_root else 0
             m.alg = _alg_index(coll, algorithm)
             m.chunk = _chunk(chunk_bytes)
             MPI_Comm_rank(m.comm, &rank)
-            takes_in = row["input"] == "all" or rank == m.root
-            gets_out = row["result"] == "all" or (row["result"] == "root") == (rank == m.root)
+            takes_in = row.input == 0 or rank == m.root
+            gets_out = row.result == 0 or (row.result == 1) == (rank == m.root)
             # in place: the input is already in recvbuf (scatter's root: its block stays in sendbuf)
-            rin = row["input"] == "root" and gets_out
+            rin = row.input == 1 and gets_out
             inplace = (recvbuf is _IN_PLACE) if rin else (
                 sendbuf is _IN_PLACE or (recvbuf is not None and sendbuf is recvbuf))
             if rin and sendbuf is _IN_PLACE:
@@ -496,7 +524,7 @@ cdef class Message:
                     raise TypeError(f"sendbuf must be given on rank {rank} of {COLLECTIVES[coll]}")
                 send = sendbuf
                 _get_buf(send, "sendbuf", &m.s)
-            if row["has_op"]:
+            if row.has_op:
                 _check_op(m.op, m.s.dtype)
             m._block_counts(row, rank, inplace, send, recvbuf, counts, rcounts, sdispls, rdispls,
                             _WORLD if comm is None else comm)
@@ -520,7 +548,7 @@ cdef class Message:
                 m._check_result(row, rank, takes_in)
                 if m.r.readonly:
                     raise ValueError("recvbuf is read-only")
-            m.acc = _acc(acc_dtype, &m.s, m.op) if row["has_op"] else False
+            m.acc = _acc(acc_dtype, &m.s, m.op) if row.has_op else False
             if m.s.mem or m.r.mem:
                 raise TypeError(f"{COLLECTIVES[coll]}: device arrays are not supported yet (host memory)")
         except BaseException:
@@ -538,7 +566,7 @@ cdef class Message:
         m.result = recvbuf
         return m
 
-    cdef int _block_counts(self, dict row, int rank, bint inplace, send, recvbuf, counts, rcounts,
+    cdef int _block_counts(self, _Row *row, int rank, bint inplace, send, recvbuf, counts, rcounts,
                            sdispls, rdispls, pycomm) except -1:
         """The engine's count (and the per-rank counts) of a block collective, from its row and
         the buffers, checked against them."""
@@ -546,18 +574,20 @@ cdef class Message:
         cdef size_t n
         cdef object vc
         name = COLLECTIVES[self.coll]
-        sblocks, rblocks = row["send_blocks"], row["recv_blocks"]
+        cdef int sblocks = row.send_blocks, rblocks = row.recv_blocks
         cdef size_t *sc
         cdef size_t *sd
         cdef size_t *rc
         cdef size_t *rd
         cdef size_t tot = 0
         cdef int i
-        if row["send_counts"] or row["recv_counts"]:
-            vc = np.zeros(4 * P, np.uintp)
+        cdef cnp.npy_intp dims[1]
+        if row.send_counts or row.recv_counts:
+            dims[0] = 4 * P
+            vc = cnp.PyArray_ZEROS(1, dims, cnp.NPY_UINTP, 0)     # (np.zeros: ~0.3 us more a call)
             sc = <size_t *>cnp.PyArray_DATA(<cnp.ndarray>vc)
             sd, rc, rd = sc + P, sc + 2 * P, sc + 3 * P
-            if row["send_counts"] and row["recv_counts"]:          # alltoallv
+            if row.send_counts and row.recv_counts:          # alltoallv
                 if inplace:                  # recvbuf's blocks both ways
                     nm = "recvcounts" if rcounts is not None else "sendcounts"
                     _counts_into(rcounts if rcounts is not None else counts, nm, P, rc)
@@ -579,7 +609,7 @@ cdef class Message:
                     if _displs_into(rdispls, "rdispls", rc, P, rd):
                         _no_overlap(rc, rd, P, "rdispls")
                 self.count = 0
-            elif row["recv_counts"]:                               # allgatherv
+            elif row.recv_counts:                               # allgatherv
                 if counts is None:
                     if inplace:
                         raise TypeError("counts must be given in place (recvbuf holds every rank's block)")
@@ -630,15 +660,15 @@ cdef class Message:
             self.count = self.r.count
         return 0
 
-    cdef object _alloc_result(self, dict row, send):
+    cdef object _alloc_result(self, _Row *row, send):
         """recvbuf=None: P blocks of sendbuf's block shape, one block, or 1-D (per-rank counts)."""
         cdef size_t n
-        if row["recv_counts"] or row["send_counts"]:
+        if row.recv_counts or row.send_counts:
             n = self._extent(1)
             return _alloc_shaped(send, self.s.dtype, (n,), 0)
-        if row["recv_blocks"] == 0 and row["send_blocks"] == 0:    # alltoall
+        if row.recv_blocks == 0 and row.send_blocks == 0:    # alltoall
             return _alloc_like(send, self.s.dtype, 0)
-        if row["recv_blocks"] == 0:                                # gather
+        if row.recv_blocks == 0:                                # gather
             return _alloc_blocks(send, self.s.dtype, self.size, 0)
         return _alloc_block(send, self.s.dtype, self.count, self.size, 0)
 
@@ -647,7 +677,7 @@ cdef class Message:
         cdef int P = self.size, rank = 0, i
         cdef size_t end = 0
         cdef size_t *v = <size_t *>cnp.PyArray_DATA(<cnp.ndarray>self.vc)
-        if recv and not _ROWS[self.coll]["recv_counts"]:          # one block: my count
+        if recv and not _CROWS[self.coll].recv_counts:          # one block: my count
             MPI_Comm_rank(self.comm, &rank)
             return v[rank]
         cdef size_t *c = v + (2 * P if recv else 0)
@@ -657,7 +687,7 @@ cdef class Message:
                 end = c[i] + d[i]
         return end
 
-    cdef int _check_result(self, dict row, int rank, bint takes_in) except -1:
+    cdef int _check_result(self, _Row *row, int rank, bint takes_in) except -1:
         """recvbuf against the input: dtype, memory kind, size, no byte in common."""
         cdef int P = self.size
         cdef size_t want, es = lp_dtype_size(self.r.dtype)
@@ -668,12 +698,12 @@ cdef class Message:
                             f"({DTYPE_NAMES[self.s.dtype]} and {DTYPE_NAMES[self.r.dtype]})")
         if self.vc is not None:
             want = self._extent(1)
-            if (self.r.count < want if row["recv_counts"] else self.r.count != want):
+            if (self.r.count < want if row.recv_counts else self.r.count != want):
                 raise ValueError(f"recvbuf must hold {want} elements (the counts), not {self.r.count}")
         else:
-            want = self.count * (<size_t>P if row["recv_blocks"] == 0 else 1)
+            want = self.count * (<size_t>P if row.recv_blocks == 0 else 1)
             if self.r.count != want:
-                raise ValueError(f"recvbuf must hold {want} elements ({'P blocks of ' if row['recv_blocks'] == 0 else ''}"
+                raise ValueError(f"recvbuf must hold {want} elements ({'P blocks of ' if row.recv_blocks == 0 else ''}"
                                  f"{self.count}), not {self.r.count}")
         cdef size_t n1 = self.s.count * es, n2 = self.r.count * es
         if n1 and n2 and self.s.ptr < self.r.ptr + n2 and self.r.ptr < self.s.ptr + n1:
@@ -758,10 +788,9 @@ cdef class Message:
         k.comp = self.comp
         if self.vc is not None:
             v = <size_t *>cnp.PyArray_DATA(<cnp.ndarray>self.vc)
-            row = _ROWS[self.coll]
-            if row["send_counts"]:
+            if _CROWS[self.coll].send_counts:
                 k.scounts, k.sdispls = v, v + P
-            if row["recv_counts"]:
+            if _CROWS[self.coll].recv_counts:
                 k.rcounts, k.rdispls = v + 2 * P, v + 3 * P
 
     cdef int decide(self, int kind, lp_decision_t *d) except -1:
