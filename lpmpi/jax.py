@@ -42,8 +42,8 @@ from mpi4py import MPI
 
 from lpmpi import _core, engine
 
-__all__ = ["allgather", "allreduce", "alltoall", "bcast", "default_comm", "gather", "reduce", "reduce_scatter",
-           "scatter"]
+__all__ = ["allgather", "allgatherv", "allreduce", "alltoall", "bcast", "default_comm", "gather", "reduce",
+           "reduce_scatter", "scatter"]
 
 
 # ---- what differs across JAX versions (0.9, 0.10): private names, one place ----
@@ -309,3 +309,32 @@ def scatter(x: Any, root: int, *, comm: MPI.Intracomm | None = None, algorithm: 
     not read), as in mpi4jax's ``scatter``."""
     x = _array(x)
     return _P["scatter"].bind(x, **_params("scatter", x, None, root, comm, algorithm, chunk_bytes, None))
+
+
+def allgatherv(x: Any, counts: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+               chunk_bytes: int | None = None):
+    """Every rank's ``x`` (rank r's: ``counts[r]`` rows along axis 0, the same trailing shape and
+    dtype on every rank) concatenated along axis 0 on every rank: shape
+    ``(sum(counts),) + x.shape[1:]``, rank 0's rows first.  ``counts``: the P row counts, every
+    rank the same, static (they give the result's shape; a rank whose ``x`` does not have
+    ``counts[rank]`` rows raises when the call is traced).  Runs as :func:`allgather` of the
+    blocks padded to the largest count, then the rows kept (a static slice): the padding crosses
+    the wire where the counts differ."""
+    x = _array(x)
+    c = default_comm() if comm is None else comm
+    if not isinstance(c, MPI.Comm):
+        raise TypeError(f"comm must be an mpi4py communicator, got {type(c).__name__}")
+    size, rank = c.Get_size(), c.Get_rank()
+    try:
+        counts = [int(v) for v in counts]
+    except TypeError:
+        raise TypeError(f"counts must be a sequence of {size} ints, got {type(counts).__name__}") from None
+    if len(counts) != size or min(counts, default=0) < 0:
+        raise ValueError(f"counts must hold {size} non-negative ints (one per rank), got {counts}")
+    if not x.shape or x.shape[0] != counts[rank]:
+        raise ValueError(f"allgatherv: x must have counts[{rank}] = {counts[rank]} rows along axis 0, "
+                         f"got shape {tuple(x.shape)}")
+    most = max(counts)
+    pad = jax.numpy.pad(x, [(0, most - x.shape[0])] + [(0, 0)] * (x.ndim - 1))
+    blocks = allgather(pad, comm=comm, algorithm=algorithm, chunk_bytes=chunk_bytes)   # (P, most, ...)
+    return jax.numpy.concatenate([blocks[r, :counts[r]] for r in range(size)], axis=0)

@@ -563,6 +563,19 @@ def mpi4jax_form_cases() -> None:
             else:
                 MISMATCHES.append(f"{name} alltoall of P + 1 blocks: no ValueError")
     case("mpi4jax forms: gather, scatter, alltoall", gather_scatter_alltoall)
+
+    def allgatherv():
+        counts = [(q * 2 + 1) % 4 for q in range(P)]                     # 1, 3, 1, 3 ...: uneven
+        xs = [data(q, (counts[q], 3), "float32") for q in range(P)]
+        want = np.concatenate(xs, axis=0)
+        for form, f in (("eager", lambda a: lj.allgatherv(a, counts)),
+                        ("jit", jax.jit(lambda a: lj.allgatherv(a, counts)))):
+            same(f(jnp.asarray(xs[me])), want, f"allgatherv {form}")
+        zero = [0] * P
+        same(lj.allgatherv(jnp.zeros((0, 3)), zero), np.zeros((0, 3), np.float32), "allgatherv of nothing")
+        raises_both(lambda: lj.allgatherv(jnp.ones((counts[me] + 1, 3)), counts), ValueError, "rows along axis 0")
+        raises_both(lambda: lj.allgatherv(jnp.ones((counts[me], 3)), counts[:-1]), ValueError, "one per rank")
+    case("allgatherv (uneven counts)", allgatherv)
     comm.Free()
 
 
