@@ -125,6 +125,10 @@ static const int round_reps[] = {3, 3, 4};               /* calls per candidate,
 #define AT_BUDGET (64 - AT_FINALS * AT_BLOCK)   /* calls of the rounds at most: settled within 64 */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
 #define DRIFT_WINDOWS 3     /* in a row: re-explore (2 re-explored on this VM's noise alone) */
+#define LEARNED_DRIFT 2.0   /* a learned row's time against this run's first window: further off
+                               re-explores (across runs the program's pattern of calls differs: a
+                               size run after other sizes' calls runs colder than alone; at DRIFT
+                               a row learned alone re-explored in a run that mixes sizes) */
 #define AT_SPAN_MIN 100e-6 /* a settled window: about this much of calls at first, after a window
                                off the reference, or a drift; doubling per quiet window up to */
 #define AT_SPAN_MAX 1e-3   /* (the reduction's cost spread over up to AT_WIN calls: issue 50) */
@@ -171,6 +175,7 @@ typedef struct lp_at_key {
     int cap;                  /* candidates it may hold now (AT_FIRST at first, AT_MAXC with refines) */
     long ecalls;              /* calls of this exploration (AT_BUDGET at most) */
     double ref;               /* settled: the reference time */
+    double learned_ref;       /* a learned key: its row's time, checked against the first window */
     double span;              /* settled: the seconds of calls a window aims at (AT_SPAN_MIN..MAX) */
     int stride, skip;         /* settled: one call in `stride` timed (AT_STRIDE once span is AT_SPAN_MAX) */
 } lp_at_key_t;
@@ -536,7 +541,20 @@ static void apply(lp_at_key_t *k) {
     if (!nw) return;
     double m = lp_tune_median(win, (size_t)nw);
     I->last_seconds = m;
+    /* a window measured while another key of the communicator explores judges nothing: its
+     * candidates' calls between ours (transports' first uses, cold caches) slow ours down (a
+     * row learned alone, 4096 B, ran > 2x its time beside a 64 KiB key exploring) */
+    for (const lp_at_key_t *o = k->ctx ? k->ctx->at_keys : NULL; o; o = o->ctx_next)
+        if (o != k && o->info.state == AT_EXPLORE) return;
     if (isnan(k->ref)) {
+        const double L = k->learned_ref;
+        k->learned_ref = 0;
+        if (L > 0 && (m > L * LEARNED_DRIFT || m * LEARNED_DRIFT < L)) {   /* not the time it was learned at */
+            if (m > L) I->drifts_slower++;
+            else I->drifts_faster++;
+            explore(k, 0);
+            return;
+        }
         k->ref = m;
         return;
     }
@@ -625,7 +643,9 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
             I->median[0] = ch->learned;      /* (settle's seconds; its first window sized from it) */
             settle(k, 0);
             I->settle_calls = 0;
-            k->ref = ch->learned;   /* its time then the reference: a machine slower or faster re-explores */
+            /* its time then, checked against this run's first window (LEARNED_DRIFT): a machine
+             * slower or faster re-explores; that window the reference, as a key's that explored */
+            k->learned_ref = ch->learned;
         } else {
             explore(k, 1);
         }

@@ -5,7 +5,7 @@
 # 20000 calls, the slowest rank).
 #   bash docs/results/issue50/overhead8/run.sh OUT.txt [N]
 set -u
-OUT=${1:?out file}; N=${2:-10}
+OUT=$(cd "$(dirname "${1:?out file}")" && pwd)/$(basename "$1"); N=${2:-10}
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../../../.." && pwd)
 F=$(mktemp -d)/ov8native.json
 cd /tmp || exit 1
@@ -24,6 +24,8 @@ for doc in (d if isinstance(d, list) else [d]):
         for r in rows:
             r["algorithm"], r["chunk_bytes"] = "native", None
             r.pop("transport", None)
+            for m in r.get("measured", []):      # its time: MPI's own's (the reference of the drift watch)
+                m["time_us"] = m["native_us"]
 json.dump(d, open(sys.argv[1] + ".native", "w"))
 PY
 lscpu | grep "Model name" > "$OUT"
