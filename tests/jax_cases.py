@@ -117,6 +117,17 @@ def raises_both(fn, exc, text: str) -> None:
             MISMATCHES.append(f"{form}: no {exc.__name__}")
 
 
+def raises(fn, exc, text: str, what: str) -> None:
+    """fn() raises exc with text in its message; otherwise the mismatch is recorded."""
+    try:
+        fn()
+    except exc as e:
+        if text not in str(e):
+            MISMATCHES.append(f"{what}: {e}")
+    else:
+        MISMATCHES.append(f"{what}: no {exc.__name__}")
+
+
 def same(got, want, what: str, exact: bool = True) -> None:
     """got equals want: shape, dtype and values (exact; else within the dtype's precision); a
     mismatch is recorded in MISMATCHES (the case fails at its end)."""
@@ -387,13 +398,7 @@ def ad_cases() -> None:
         for what, fn in (("grad", lambda: jax.grad(lambda a: lj.allreduce(a, MPI.MAX).sum())(x)),
                          ("transpose", lambda: jax.linear_transpose(
                              lambda a: lj.allreduce(a, MPI.MAX), x)(x))):
-            try:
-                fn()
-            except NotImplementedError as e:
-                if "SUM" not in str(e):
-                    MISMATCHES.append(f"{what}: {e}")
-            else:
-                MISMATCHES.append(f"{what} of a MAX allreduce did not raise")
+            raises(fn, NotImplementedError, "SUM", f"{what} of a MAX allreduce")
     case("grad and transpose of a MAX allreduce refused", not_sum)
 
 
@@ -544,24 +549,14 @@ def mpi4jax_form_cases() -> None:
                              ("jit", jax.jit(lambda a, lib=lib: lib.scatter(a, root=0)))):
                 same(sc(src), np.ones((3, 2), np.float32) * me, f"{name} scatter {form}")
             if me == 0:
-                try:
-                    lib.scatter(jnp.ones((P + 1,)), root=0)
-                except ValueError as e:
-                    if "Scatter input must have shape" not in str(e):
-                        MISMATCHES.append(f"{name} scatter's error: {e}")
-                else:
-                    MISMATCHES.append(f"{name} scatter of P + 1 blocks: no ValueError")
+                raises(lambda lib=lib: lib.scatter(jnp.ones((P + 1,)), root=0), ValueError,
+                       "Scatter input must have shape", f"{name} scatter of P + 1 blocks")
             arr = jnp.ones((P, 3, 2)) * me
             for form, a2a in (("eager", lambda a, lib=lib: lib.alltoall(a)),
                               ("jit", jax.jit(lambda a, lib=lib: lib.alltoall(a)))):
                 same(a2a(arr), np.stack([np.ones((3, 2), np.float32) * p for p in range(P)]), f"{name} alltoall {form}")
-            try:
-                lib.alltoall(jnp.ones((P + 1,)))
-            except ValueError as e:
-                if "must have shape (nproc, ...)" not in str(e):
-                    MISMATCHES.append(f"{name} alltoall's error: {e}")
-            else:
-                MISMATCHES.append(f"{name} alltoall of P + 1 blocks: no ValueError")
+            raises(lambda lib=lib: lib.alltoall(jnp.ones((P + 1,))), ValueError,
+                   "must have shape (nproc, ...)", f"{name} alltoall of P + 1 blocks")
     case("mpi4jax forms: gather, scatter, alltoall", gather_scatter_alltoall)
 
     def allgatherv():
