@@ -42,15 +42,7 @@ def _row(k: Mapping[str, Any]) -> dict[str, Any] | None:
                            "algorithm": c["algorithm"], "chunk_bytes": c["chunk_bytes"]}
     if c["transport"] is not None:
         row["transport"] = c["transport"]
-    # its time, the next run's reference for the drift watch: the slower of the exploration's
-    # median and the last settled window's (a run whose calls of this size follow other sizes'
-    # runs them colder than one that makes only these: the faster of the two made the next run
-    # re-explore at once, as "slower", in tests/test_autotune.py's cache case)
-    last = k.get("last_seconds")
-    t = c["seconds"]
-    if last is not None and last == last and last > 0 and (t is None or last > t):
-        t = last
-    row["measured"] = [{"nbytes": k["nbytes"], "time_us": us(t), "native_us": us(native)}]
+    row["measured"] = [{"nbytes": k["nbytes"], "time_us": us(c["seconds"]), "native_us": us(native)}]
     row["autotune"] = {"calls": k["calls"], "settle_calls": k["settle_calls"], "settles": k["settles"],
                        "explore_calls": k["explore_calls"], "explore_us": us(k["explore_seconds"]),
                        "drifts_slower": k["drifts_slower"], "drifts_faster": k["drifts_faster"],

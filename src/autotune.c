@@ -125,7 +125,7 @@ static const int round_reps[] = {3, 3, 4};               /* calls per candidate,
 #define AT_BUDGET (64 - AT_FINALS * AT_BLOCK)   /* calls of the rounds at most: settled within 64 */
 #define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
 #define DRIFT_WINDOWS 3     /* in a row: re-explore (2 re-explored on this VM's noise alone) */
-#define LEARNED_DRIFT 2.0   /* a learned row's time against this run's first window: further off
+#define LEARNED_DRIFT 4.0   /* a learned row's time against this run's first window: further off
                                re-explores (across runs the program's pattern of calls differs: a
                                size run after other sizes' calls runs colder than alone; at DRIFT
                                a row learned alone re-explored in a run that mixes sizes) */
@@ -176,6 +176,8 @@ typedef struct lp_at_key {
     long ecalls;              /* calls of this exploration (AT_BUDGET at most) */
     double ref;               /* settled: the reference time */
     double learned_ref;       /* a learned key: its row's time, checked against the first window */
+    long xseq;                /* ctx->at_seq at its last exploring call */
+    long wseq, red_wseq;      /* ctx->at_seq when its window began; the reduced window's */
     double span;              /* settled: the seconds of calls a window aims at (AT_SPAN_MIN..MAX) */
     int stride, skip;         /* settled: one call in `stride` timed (AT_STRIDE once span is AT_SPAN_MAX) */
 } lp_at_key_t;
@@ -305,6 +307,7 @@ static lp_at_key_t *key_find(lp_ctx_t *ctx, const lp_key_t *kk, int esize) {
 
 static void window_start(lp_at_key_t *k) {
     lp_at_info_t *I = &k->info;
+    k->wseq = k->ctx ? k->ctx->at_seq : 0;
     k->wn = 0;
     k->wgen = (k->wgen + 1) & W_GEN_MASK;
     k->due = 0;
@@ -541,11 +544,12 @@ static void apply(lp_at_key_t *k) {
     if (!nw) return;
     double m = lp_tune_median(win, (size_t)nw);
     I->last_seconds = m;
-    /* a window measured while another key of the communicator explores judges nothing: its
-     * candidates' calls between ours (transports' first uses, cold caches) slow ours down (a
-     * row learned alone, 4096 B, ran > 2x its time beside a 64 KiB key exploring) */
+    /* a window during which another key of the communicator made an exploring call judges
+     * nothing: that key's candidates' calls between ours (transports' first uses, cold caches)
+     * slow ours down (a row learned alone, 4096 B, ran > 2x its time beside a 64 KiB key
+     * exploring); a key whose size the program stopped calling mid-exploration stops counting */
     for (const lp_at_key_t *o = k->ctx ? k->ctx->at_keys : NULL; o; o = o->ctx_next)
-        if (o != k && o->info.state == AT_EXPLORE) return;
+        if (o != k && o->xseq >= k->red_wseq && o->xseq > 0) return;
     if (isnan(k->ref)) {
         const double L = k->learned_ref;
         k->learned_ref = 0;
@@ -590,6 +594,7 @@ static int issue(lp_ctx_t *ctx, lp_at_key_t *k) {
         k->rc_[s] = k->wc[s];
     }
     k->nred = k->wn;
+    k->red_wseq = k->wseq;
     int mrc = MPI_Iallreduce(k->snd, k->rcv, k->wn, MPI_DOUBLE, MPI_MAX, ctx->tcomm, &k->q);
     if (mrc != MPI_SUCCESS) return LP_FAIL(LP_ERR_MPI, "LPMPI_AUTOTUNE: MPI_Iallreduce failed (%d)", mrc);
     k->pending = 1;
@@ -657,6 +662,8 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         pthread_mutex_unlock(&klock);
     }
     lp_at_info_t *I = &k->info;
+    ++ctx->at_seq;
+    if (I->state == AT_EXPLORE) k->xseq = ctx->at_seq;
     if (k->stride > 1 && I->state == AT_SETTLED && ++k->skip < k->stride) {   /* not timed: the choice */
         settled_choice(k, ch);
         I->calls++;

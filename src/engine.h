@@ -216,6 +216,7 @@ struct lp_ctx {
     MPI_Comm tcomm;
     struct lp_at_key *at_keys;
     struct lp_at_key *at_last[LP_NCOLLS];   /* each collective's last key (a lookup's shortcut) */
+    long at_seq;                            /* the tuner's calls on this communicator (every rank's the same) */
     /* MPI's collectives on comm must be called in the same order on every rank; the native
      * steps of outstanding requests are issued as they become ready (after a staging copy,
      * when a window of pieces has room), so each request that issues them takes a ticket at
