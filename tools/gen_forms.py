@@ -33,14 +33,12 @@ Arguments and errors as the blocking call's."""
 PERSISTENT_DOC = "Persistent :func:`{name}` (see :func:`allreduce_init`)."
 
 
-def _args(params: str) -> str:
-    """The call's arguments passing every parameter of ``params`` on by name of position."""
+def _check_params(params: str) -> None:
+    """The descriptor's parameters parse as a Python parameter list without *args or **kwargs
+    (the forms are direct calls)."""
     fn = ast.parse(f"def f({params}): pass").body[0].args
-    pos = [a.arg for a in fn.posonlyargs + fn.args]
-    kw = [a.arg for a in fn.kwonlyargs]
     if fn.vararg or fn.kwarg:
         raise ValueError(f"params {params!r}: no *args or **kwargs (the forms are direct calls)")
-    return ", ".join(pos + [f"{k}={k}" for k in kw])
 
 
 def _doc(text: str, indent: str = "    ") -> str:
@@ -54,7 +52,7 @@ def render(entries: list[dict]) -> str:
     names = []
     for e in entries:
         name, params, message = e["name"], e["params"], e["message"]
-        _args(params)                                   # checks the parameters' form
+        _check_params(params)
         out.append(f"""
 
 def {name}({params}):
