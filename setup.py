@@ -3,7 +3,7 @@ library whose compiler wrapper is found first: $MPICC, else the mpicc that the `
 wheel puts next to the build's Python, else mpicc on PATH.
 
 CUDA (the one optional feature): when nvcc and the CUDA headers are found ($NVCC, else
-$CUDA_HOME/bin/nvcc, else nvcc on PATH), src/cuda/*.cu are compiled and linked with the static
+$CUDA_HOME/bin/nvcc, else nvcc on PATH), src/device/cuda/*.cu are compiled and linked with the static
 CUDA runtime, so the module imports on machines without a GPU or driver; the package then
 accepts device arrays.  LPMPI_CUDA=0 builds without, LPMPI_CUDA=1 fails when nvcc is missing;
 LPMPI_CUDA_ARCHS="80;90" sets the real architectures (PTX for the last one is added)."""
@@ -223,7 +223,7 @@ class BuildExt(build_ext):
             for cu in ext._lpmpi_cu:
                 obj = out / (Path(cu).stem + ".o")
                 cmd = [nvcc, "-c", cu, "-o", str(obj), "-O3", "--fmad=false", "-std=c++17",
-                       "-Xcompiler", "-fPIC", "-DLPMPI_HAVE_CUDA", "-Isrc", f"-I{home}/include"]
+                       "-Xcompiler", "-fPIC", "-DLPMPI_HAVE_CUDA", "-Isrc/include", f"-I{home}/include"]
                 cmd += [f"-I{d}" for d in ext._lpmpi_mpi_inc] + gencode_flags()
                 print("lpmpi: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
                 r = subprocess.run(cmd, check=False)
@@ -244,7 +244,7 @@ def extensions():
     mpicc = find_mpicc()
     inc, libdirs, libs = mpi_flags(mpicc)
     print(f"lpmpi: MPI from {mpicc}: include {inc}, libs {libs}")
-    sources = ["lpmpi/_core.pyx"] + sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.c"))
+    sources = ["lpmpi/_core.pyx"] + sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*/*.c"))
     # the .pxi files _core.pyx includes (one concern a file): a change to one rebuilds the module
     # (cythonize follows the includes too), and setuptools' sdist takes depends with the sources
     pxi = sorted(str(p.relative_to(HERE)) for p in (HERE / "lpmpi" / "_core.src").glob("*.pxi"))
@@ -255,7 +255,7 @@ def extensions():
     ext = Extension(
         "lpmpi._core",
         sources=sources,
-        include_dirs=["src", numpy.get_include(), mpi4py.get_include()] + inc,
+        include_dirs=["src/include", numpy.get_include(), mpi4py.get_include()] + inc,
         library_dirs=libdirs,
         libraries=libs,
         define_macros=macros,
@@ -268,7 +268,7 @@ def extensions():
     exts = cythonize([ext], language_level=3, include_path=[mpi4py.get_include()])
     for e in exts:
         e._lpmpi_cuda = cuda
-        e._lpmpi_cu = sorted(str(p.relative_to(HERE)) for p in (HERE / "src" / "cuda").glob("*.cu"))
+        e._lpmpi_cu = sorted(str(p.relative_to(HERE)) for p in (HERE / "src" / "device" / "cuda").glob("*.cu"))
         e._lpmpi_mpi_inc = inc
         e._lpmpi_mpicc = mpicc
     return exts

@@ -130,7 +130,7 @@ def _warn_launcher() -> None:
 _warn_launcher()
 
 # ---------------------------------------------------------------- tuning tables and explain
-# (lpmpi/tables.py): the shipped tables, or LPMPI_TUNING_FILE, go into the engine now; a bad
+# (lpmpi/tables/): the shipped tables, or LPMPI_TUNING_FILE, go into the engine now; a bad
 # table gives one TuningWarning and the cost model's defaults, never an exception.
 from typing import TYPE_CHECKING
 

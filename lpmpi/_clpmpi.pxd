@@ -1,4 +1,4 @@
-# Declarations of the C engine (src/lpmpi.h) for Cython.
+# Declarations of the C engine (src/include/lpmpi.h) for Cython.
 from libc.stdint cimport int64_t, uint64_t, uintptr_t
 from mpi4py.libmpi cimport MPI_Comm
 

@@ -1,4 +1,4 @@
-"""What the online tuner learned (``LPMPI_AUTOTUNE=1``, src/autotune.c), as tuning tables.
+"""What the online tuner learned (``LPMPI_AUTOTUNE=1``, src/tune/autotune.c), as tuning tables.
 
 :func:`report` gives the keys the tuner settled on ``MPI_COMM_WORLD``'s size as one table (the
 format ``lpmpi-tune`` writes, ``lpmpi/tables/*.json``), each row carrying, besides its choice
@@ -83,7 +83,7 @@ def reports(keys: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, A
                     best[r["lo"]] = r
             colls[name] = [best[lo] for lo in sorted(best, key=float)]
         docs.append({tables.VERSION_KEY: tables.TABLE_VERSION, "fingerprint": fp,
-                     "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/autotune.c)"}, "collectives": colls})
+                     "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/tune/autotune.c)"}, "collectives": colls})
     return docs
 
 
@@ -104,7 +104,7 @@ def report(comm: Any = None, keys: Sequence[Mapping[str, Any]] | None = None) ->
               "memory": "host", "cpu_model": tables.cpu_model(), "cpu_count": os.cpu_count(),
               "mpi_tuning": tables.mpi_tuning()}
         return {tables.VERSION_KEY: tables.TABLE_VERSION, "fingerprint": fp,
-                "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/autotune.c)"}, "collectives": {}}
+                "tuner": {"command": "LPMPI_AUTOTUNE=1 (online, src/tune/autotune.c)"}, "collectives": {}}
     calls = {d["fingerprint"]["nodes"]: sum(r["autotune"]["calls"] for rs in d["collectives"].values() for r in rs)
              for d in docs}
     return next(d for d in docs if d["fingerprint"]["nodes"] == max(calls, key=lambda n: calls[n]))
@@ -289,7 +289,7 @@ def install() -> None:
 
 # ----------------------------------------------------------------------------- the shared core
 def median(times: Any) -> float:
-    """The statistic of every measurement, online and offline: the median (src/autotune.c)."""
+    """The statistic of every measurement, online and offline: the median (src/tune/autotune.c)."""
     return _core.tune_median(times)
 
 

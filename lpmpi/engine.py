@@ -20,7 +20,7 @@ from typing import Any
 
 from lpmpi import _core
 
-#: every collective of the engine, in its order (the rows of src/registry.c lp_colls; a tuning
+#: every collective of the engine, in its order (the rows of src/alg/registry.c lp_colls; a tuning
 #: table's rows name them)
 ENGINE_COLLECTIVES: tuple[str, ...] = tuple(_core.COLLECTIVES)
 #: the collectives a user calls by name (lpmpi.C, iC, C_init), in the engine's order; the
@@ -52,7 +52,7 @@ TRANSPORTS: tuple[str, ...] = tuple(_core.TRANSPORTS)
 
 @dataclass(frozen=True)
 class Collective:
-    """One row of the engine's table of collectives (src/registry.c ``lp_colls``): what the
+    """One row of the engine's table of collectives (src/alg/registry.c ``lp_colls``): what the
     engine, the bench, the tuner and the tests ask of a collective instead of its name."""
 
     name: str

@@ -12,7 +12,7 @@ with one import (``import lpmpi.jax as mpi4jax`` or ``from lpmpi.jax import allr
         return lj.allreduce(g, MPI.SUM) / MPI.COMM_WORLD.Get_size()   # or op="avg"
 
 Each collective is a JAX primitive: abstract evaluation, eager execution, ``jax.vmap``, an
-XLA FFI custom call (the handlers of src/xla_ffi.c, in the engine's own extension: one state
+XLA FFI custom call (the handlers of src/ffi/xla_ffi.c, in the engine's own extension: one state
 with the rest of lpmpi) that carries an ordered effect, so the collectives of a program run in
 program order and are never dropped, duplicated or reordered; ``allreduce`` with ``SUM`` has
 JVP and transpose rules (see :func:`allreduce`).  Every argument is checked when the call is
@@ -194,7 +194,7 @@ def _make(coll: str):
     return p
 
 
-# every collective with an XLA handler (src/xla_ffi.c: those without per-rank counts)
+# every collective with an XLA handler (src/ffi/xla_ffi.c: those without per-rank counts)
 _P = {c: _make(c) for c in _core._xla_targets()}
 _SUM = _core.Op.SUM.value
 

@@ -3,8 +3,8 @@
 alpha: seconds per message (latency), beta: seconds per byte moved, gamma: seconds per byte
 reduced, within a node; alpha_net, beta_net: per message and per byte through a node's NIC, the
 network term of communicators spanning several nodes (what each algorithm sends between nodes
-is counted from its pattern, ``src/traffic.c``: :func:`net_traffic`).  Each algorithm's cost
-formula lives once, in the engine's registry (``src/registry.c``); this module only fits the
+is counted from its pattern, ``src/alg/traffic.c``: :func:`net_traffic`).  Each algorithm's cost
+formula lives once, in the engine's registry (``src/alg/registry.c``); this module only fits the
 parameters on the running machine and asks the engine for predictions.
 
     mpiexec -n 2 python -c "import lpmpi.model as m; print(m.fit())"

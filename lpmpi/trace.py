@@ -1,6 +1,6 @@
 """What the collectives did: traces (LPMPI_TRACE) and flight-recorder dumps (LPMPI_FR_DIR).
 
-``LPMPI_TRACE=dir`` makes every rank record each collective call (src/flight.c: one 64-byte
+``LPMPI_TRACE=dir`` makes every rank record each collective call (src/obs/recorder.c: one 64-byte
 record per call, buffered, written to ``dir/trace.<rank>.bin``); at exit this module turns the
 records into ``dir/trace.<rank>.json``, Chrome trace events (Perfetto and chrome://tracing read
 them): one complete event per call (from entering the call to its end) with its sequence
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-#: a call's record in the file (src/engine.h lp_trace_rec_t, 64 bytes)
+#: a call's record in the file (src/include/engine.h lp_trace_rec_t, 64 bytes)
 RECORD = np.dtype([
     ("comm", "<u8"), ("seq", "<u8"), ("t_enter", "<i8"), ("t_end", "<i8"), ("bytes", "<u8"),
     ("chunk", "<u4"), ("start_off", "<u4"),

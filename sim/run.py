@@ -205,7 +205,7 @@ def save(platform: str, rows: list[dict], meta: dict, fresh: bool = False) -> No
     print(f"  -> {path} ({len(doc['rows'])} rows)")
 
 
-# the engine's default network term (src/model.c), which the box's own runs had (no model.fit)
+# the engine's default network term (src/tune/model.c), which the box's own runs had (no model.fit)
 AS_RUN_NET = (25e-6, 0.8e-9)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The online tuner (LPMPI_AUTOTUNE=1, src/autotune.c) under mpiexec: run with LPMPI_AUTOTUNE=1
+"""The online tuner (LPMPI_AUTOTUNE=1, src/tune/autotune.c) under mpiexec: run with LPMPI_AUTOTUNE=1
 and LPMPI_CHECK=1 (every call's whole decision is compared between the ranks by the engine
 itself, so a rank that chose differently raises MismatchError).
 

@@ -82,12 +82,12 @@ def test_training_example_matches_one_process(tmp_path):
 
 
 def test_abi_declarations_match_jaxlib():
-    """src/xla_ffi_abi.h (lpmpi's declarations, so the engine builds without JAX) has the
+    """src/ffi/xla_ffi_abi.h (lpmpi's declarations, so the engine builds without JAX) has the
     offsets, sizes and codes of the installed jaxlib's xla/ffi/api/c_api.h."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")
-    r = subprocess.run([cc, "-std=c11", "-fsyntax-only", f"-I{ROOT / 'src'}",
+    r = subprocess.run([cc, "-std=c11", "-fsyntax-only", f"-I{ROOT / 'src' / 'ffi'}",
                         f"-I{jax.ffi.include_dir()}", str(HERE / "xla_abi_check.c")],
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr

@@ -190,14 +190,16 @@ def _src_graph():
 
 
 def test_the_src_graph_sees_the_uses(tmp_path):
-    """The reader of src/ finds calls, references to globals and includes, and the cycles they
-    make (a two-file circle written here), so that a clean result below means something."""
+    """The reader of src/ finds calls, references to globals and includes (a header beside its
+    user, then in src/include/), and the cycles they make (a two-file circle written here), so
+    that a clean result below means something."""
     g = _src_graph()
     uses, includes, why = g.graph()
-    assert "progress.c" in uses["request.c"] and "lp_engine_run" in why["request.c"]["progress.c"]
-    assert "reqmem.c" in uses["alg_ring.c"] and "lp_req_area" in why["alg_ring.c"]["reqmem.c"]
-    assert "alg_ring.c" in uses["registry.c"] and "lp_sched_ring" in why["registry.c"]["alg_ring.c"]
-    assert "internal.h" in includes["engine.h"]
+    assert "sched/run.c" in uses["api/request.c"] and "lp_engine_run" in why["api/request.c"]["sched/run.c"]
+    assert "sched/reqmem.c" in uses["alg/alg_ring.c"] and "lp_req_area" in why["alg/alg_ring.c"]["sched/reqmem.c"]
+    assert "alg/alg_ring.c" in uses["alg/registry.c"] and "lp_sched_ring" in why["alg/registry.c"]["alg/alg_ring.c"]
+    assert "include/internal.h" in includes["include/engine.h"]
+    assert "transport/shm.h" in includes["alg/alg_ring_shm.c"] and "sched/progress.h" in includes["sched/wait.c"]
     (tmp_path / "a.c").write_text('#include "a.h"\nint fa(void) { return fb(); }\n')
     (tmp_path / "b.c").write_text('/* fa() in a comment is no call */\nint fb(void) { return fa(); }\n')
     (tmp_path / "a.h").write_text('#include "b.h"\n')
@@ -210,11 +212,53 @@ def test_no_upward_call_or_include_cycle_in_src():
     """src/ is layers that point one way (entry -> decision -> schedules -> progress -> transports
     -> MPI; docs/design.md): no file uses, through any chain of calls or global references, a file
     that uses it back, and no header includes itself through others.  What ends the engine's state
-    sits on top (lifecycle.c), a request's memory below the schedules (reqmem.c); context.c calls
-    lifecycle.c only through the hooks it installs at load."""
+    sits on top (api/lifecycle.c), a request's memory below the schedules (sched/reqmem.c);
+    api/context.c calls lifecycle.c only through the hooks it installs at load."""
     g = _src_graph()
     uses, includes, why = g.graph()
     bad = g.cycles(uses) + g.cycles(includes)
     detail = [f"{a} -> {b}: {', '.join(sorted(why.get(a, {}).get(b, ())))}"
               for c in bad for a in c for b in c if b in why.get(a, {})]
     assert not bad, "cycles between src/ files (tools/src_graph.py):\n" + "\n".join(detail)
+
+
+def test_no_src_file_uses_a_folder_above_its_own():
+    """src/ is folders by layer, and src/LAYERS writes once, bottom to top, which folders each
+    one's files may include or call into: every folder of src/ is listed there, each lists only
+    folders below it, every file sits in a folder, and no file includes a header of, calls, or
+    references a global of a folder its own does not list (alg/ may use transport/, never the
+    other way)."""
+    g = _src_graph()
+    assert not g.order_problems(), "\n".join(g.order_problems())
+    uses, includes, why = g.graph()
+    wrong = g.upward(uses, includes, why)
+    assert not wrong, "src/ files using a folder above their own (src/LAYERS):\n" + "\n".join(wrong)
+    # every folder of the documented order is there, in that order (docs/design.md draws it)
+    assert [f for f, _ in g.allowed()] == ["include", "core", "obs", "sched", "device", "transport",
+                                           "alg", "tune", "api", "ffi"]
+
+
+def test_the_folder_check_sees_an_upward_use(tmp_path):
+    """The check above fails where it should: a low folder's file that calls a function of a
+    folder above it, or includes its header, or a LAYERS that lists a folder above, or a file
+    outside every folder (a copy of src/ changed here)."""
+    g = _src_graph()
+    for d in ("low", "high", "include"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "LAYERS").write_text("include:\nlow: include\nhigh: low include\n")
+    (tmp_path / "include" / "api.h").write_text("int hi(void);\n")
+    (tmp_path / "high" / "high.h").write_text("#define HIGH 1\n")
+    (tmp_path / "high" / "h.c").write_text('#include "api.h"\nint lo(void);\nint hi(void) { return lo(); }\n')
+    (tmp_path / "low" / "l.c").write_text('#include "api.h"\nint lo(void) { return 1; }\n')
+    u, inc, why = g.graph(tmp_path)
+    assert not g.order_problems(tmp_path) and not g.upward(u, inc, why, tmp_path)
+    (tmp_path / "low" / "l.c").write_text('#include "../high/high.h"\nint hi(void);\nint lo(void) { return hi(); }\n')
+    u, inc, why = g.graph(tmp_path)
+    wrong = g.upward(u, inc, why, tmp_path)
+    assert any("low/l.c uses high/h.c" in w and "hi" in w for w in wrong), wrong
+    assert any("low/l.c includes high/high.h" in w for w in wrong), wrong
+    (tmp_path / "LAYERS").write_text("include:\nlow: high include\nhigh: low include\n")
+    (tmp_path / "stray.c").write_text("int stray;\n")
+    problems = g.order_problems(tmp_path)
+    assert any("low may use high, which is not listed below it" in p for p in problems), problems
+    assert any("src/stray.c is in no folder" in p for p in problems), problems

@@ -1,4 +1,4 @@
-"""The cost model: the engine's alpha-beta-gamma formulas (src/registry.c) against hand-computed
+"""The cost model: the engine's alpha-beta-gamma formulas (src/alg/registry.c) against hand-computed
 values, the LP chunk minimising the registry's cost, the least-squares fit, and a real fit at P = 2."""
 import json
 import math

@@ -72,7 +72,7 @@ def test_lp_crosses_each_node_boundary_once_whatever_the_placement(collective):
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("nprocs", (3, 4), ids=lambda p: f"P{p}")
 def test_the_models_network_count_is_what_the_engine_sends(nprocs, placement):
-    """The cost model's network term (lpmpi.model.net_traffic, src/traffic.c: each algorithm's
+    """The cost model's network term (lpmpi.model.net_traffic, src/alg/traffic.c: each algorithm's
     pattern) counts, node by node, exactly the bytes the engine's transfers send to other nodes,
     for every lpmpi algorithm of every collective, root 1, both placements."""
     doc, _ = node_bytes(placement, nprocs, "all", "64K,1MiB")

@@ -1,4 +1,4 @@
-"""The device-memory path without a GPU: LPMPI_EMULATE_STAGING=1 (src/devops_emul.c).
+"""The device-memory path without a GPU: LPMPI_EMULATE_STAGING=1 (src/device/devops_emul.c).
 
 Every buffer is then handled as device memory by the host emulation of the CUDA operations,
 whose copies and reductions run only once the event recorded after them is found complete

@@ -1,4 +1,4 @@
-/* lpmpi's declarations of XLA's FFI ABI (src/xla_ffi_abi.h) against the installed jaxlib's own
+/* lpmpi's declarations of XLA's FFI ABI (src/ffi/xla_ffi_abi.h) against the installed jaxlib's own
  * header (xla/ffi/api/c_api.h): compiled by tests/test_jax.py where JAX is installed; a layout
  * that differs fails to compile. */
 #include <stddef.h>

@@ -77,7 +77,7 @@ def _sim_panel(ax, doc, nbytes: int, title: str, coll: str = "allreduce") -> Non
 
 
 def _model_lines(ax, Ps, nbytes, alpha, beta, algs=("lp", "mst", "be")) -> None:
-    """The alpha-beta-gamma model of src/registry.c (gamma = 0), dotted: MODELLED."""
+    """The alpha-beta-gamma model of src/alg/registry.c (gamma = 0), dotted: MODELLED."""
     try:
         from lpmpi import _core
     except ImportError:
@@ -119,7 +119,7 @@ def time_vs_p() -> None:
     if doc:
         ax = axes[2]
         _sim_panel(ax, doc, 64 * MIB, "SIMULATED (SMPI): fat-tree, 100 Gb/s, allreduce 64 MiB\n"
-                   "dotted: MODELLED (alpha-beta, src/registry.c)")
+                   "dotted: MODELLED (alpha-beta, src/alg/registry.c)")
         Ps = sorted({r["P"] for r in doc["rows"]})
         _model_lines(ax, Ps, 64 * MIB, 1e-6, 1 / 12.5e9)
         ax.set_xscale("log", base=2)

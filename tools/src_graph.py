@@ -1,12 +1,15 @@
 """The graph of src/: which C file uses which (a call or a reference to a function or global
-defined, not static, in another file), and which file includes which header; their cycles.
+defined, not static, in another file), and which file includes which header; their cycles; and
+the folders' order (src/LAYERS: each folder, bottom to top, with the folders it may use).
 
-    python tools/src_graph.py            # the layers (files grouped by depth) and any cycle
+    python tools/src_graph.py            # the layers (files grouped by depth), any cycle, and
+                                         # any file that uses a folder src/LAYERS does not allow
     python tools/src_graph.py --dot      # the file graph for graphviz
 
-tests/test_layout.py (test_no_upward_call_or_include_cycle_in_src) fails on any cycle: the
-engine's files form layers that point one way (entry -> decision -> schedules -> progress ->
-transports -> MPI; docs/design.md)."""
+Files are named by their path under src/ ("alg/alg_ring.c").  A header is found as the compiler
+finds it: beside the including file, then in src/include/.  tests/test_layout.py fails on any
+cycle and on any use of a folder that src/LAYERS does not list for the user's own folder: the
+engine's folders form layers that point one way (docs/design.md)."""
 from __future__ import annotations
 
 import re
@@ -22,6 +25,70 @@ _GLOBAL = re.compile(r"^(?!static\b)(?!typedef\b)(?!extern\b)(?:const\s+)?[A-Za-
                      r"\s*(?:\[[^\]]*\])?\s*(?:=[^;]*)?;", re.MULTILINE)
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _name(p: Path, src: Path) -> str:
+    return p.relative_to(src).as_posix()
+
+
+def _header(src: Path, user: str, inc: str) -> str | None:
+    """The src/-relative name of the header `#include "inc"` in file `user` reads (beside it,
+    then src/include/), or None where it is not one of src/'s (a system or MPI header)."""
+    for base in ((src / user).parent, src / "include"):
+        p = (base / inc).resolve()
+        if p.is_file() and src.resolve() in p.parents:
+            return p.relative_to(src.resolve()).as_posix()
+    return None
+
+
+def folder(name: str) -> str:
+    """The folder of a src/ file ("alg/alg_ring.c" -> "alg"; "" at src/'s top)."""
+    return name.split("/", 1)[0] if "/" in name else ""
+
+
+def allowed(src: Path = SRC) -> list[tuple[str, set[str]]]:
+    """src/LAYERS: [(folder, the folders it may use)], bottom to top."""
+    out = []
+    for line in (src / "LAYERS").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, rest = line.partition(":")
+            out.append((name.strip(), set(rest.split())))
+    return out
+
+
+def order_problems(src: Path = SRC) -> list[str]:
+    """What is wrong with src/LAYERS itself: a folder listed twice, a folder it names that is not
+    listed before it (calls go down the file), a folder of src/ it does not list, or a file at
+    src/'s top (every file is in a folder)."""
+    out, seen = [], []
+    for name, may in allowed(src):
+        if name in seen:
+            out.append(f"src/LAYERS lists {name} twice")
+        for m in sorted(may - set(seen)):
+            out.append(f"src/LAYERS: {name} may use {m}, which is not listed below it")
+        seen.append(name)
+    dirs = {p.name for p in src.iterdir() if p.is_dir()}
+    out += [f"src/{d}/ is not in src/LAYERS" for d in sorted(dirs - set(seen))]
+    out += [f"src/LAYERS names {d}, which is no folder of src/" for d in seen if d not in dirs]
+    out += [f"src/{p.name} is in no folder" for p in sorted(src.glob("*.[ch]"))]
+    return out
+
+
+def upward(uses: dict[str, set[str]], includes: dict[str, set[str]], why: dict[str, dict[str, set[str]]],
+           src: Path = SRC) -> list[str]:
+    """Every use (a call or global: `uses`; an #include: `includes`) of a file in a folder that
+    src/LAYERS does not list for the user's folder, as "a -> b: what"."""
+    may = dict(allowed(src))
+    out = []
+    for kind, edges in (("uses", uses), ("includes", includes)):
+        for a, bs in sorted(edges.items()):
+            for b in sorted(bs):
+                fa, fb = folder(a), folder(b)
+                if fa != fb and fb not in may.get(fa, set()):
+                    names = ", ".join(sorted(why.get(a, {}).get(b, ()))) if kind == "uses" else b
+                    out.append(f"{a} {kind} {b} ({fa or 'src'}/ may not use {fb or 'src'}/): {names}")
+    return out
 
 
 def _clean(text: str) -> str:
@@ -53,9 +120,10 @@ def _top_level(text: str) -> str:
 def graph(src: Path = SRC) -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, dict[str, set[str]]]]:
     """(uses, includes, why): uses[f] = the .c files whose non-static names f uses; includes[f] =
     the headers f includes (of src/); why[f][g] = the names behind the edge f -> g."""
-    files = sorted(p for p in src.glob("*.[ch]"))
-    raw = {p.name: p.read_text(encoding="utf-8", errors="replace") for p in files}
-    includes = {n: {h for h in _INCLUDE.findall(t) if (src / h).exists()} for n, t in raw.items()}
+    files = sorted(p for p in src.rglob("*.[ch]"))
+    raw = {_name(p, src): p.read_text(encoding="utf-8", errors="replace") for p in files}
+    includes = {n: {h for h in (_header(src, n, i) for i in _INCLUDE.findall(t)) if h}
+                for n, t in raw.items()}
     clean = {n: _clean(t) for n, t in raw.items()}
     owner: dict[str, str] = {}
     for n, t in clean.items():
@@ -148,13 +216,16 @@ def main(argv: list[str]) -> int:
     bad = cycles(uses) + cycles(includes)
     for k, layer in enumerate(layers(uses)):
         print(f"layer {k}: {' '.join(layer)}")
+    wrong = order_problems() + upward(uses, includes, why)
+    for w in wrong:
+        print(f"UPWARD: {w}")
     for c in bad:
         print(f"CYCLE: {' '.join(c)}")
         for a in c:
             for b in c:
                 if b in why.get(a, {}):
                     print(f"  {a} -> {b}: {', '.join(sorted(why[a][b]))}")
-    return 1 if bad else 0
+    return 1 if bad or wrong else 0
 
 
 if __name__ == "__main__":

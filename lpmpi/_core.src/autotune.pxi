@@ -1,4 +1,4 @@
-# The online tuner (src/autotune.c) and the measurement core it shares with lpmpi.tune.
+# The online tuner (src/tune/autotune.c) and the measurement core it shares with lpmpi.tune.
 
 def set_autotune(bint on):
     """LPMPI_AUTOTUNE: tune "auto" online (every rank must set the same, before the first

@@ -2,7 +2,7 @@
 from cpython.pycapsule cimport PyCapsule_New
 
 def _xla_targets(bint cuda=False):
-    """{collective: a PyCapsule of its XLA FFI handler (src/xla_ffi.c)} on host memory, or with
+    """{collective: a PyCapsule of its XLA FFI handler (src/ffi/xla_ffi.c)} on host memory, or with
     cuda=True on device memory (empty unless this is a CUDA build), for
     ``jax.ffi.register_ffi_target``."""
     cdef void *p

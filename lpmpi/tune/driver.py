@@ -22,7 +22,7 @@ from lpmpi.tune.space import NATIVE, Config, Space
 
 STOP = "stop"
 TIE = 0.03   # verified within 3% of native: keep native (the safe choice; < the 5% regret target;
-#              src/autotune.c takes the same TIE online)
+#              src/tune/autotune.c takes the same TIE online)
 
 
 class StopRun(Exception):

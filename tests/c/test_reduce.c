@@ -1,7 +1,7 @@
-/* test_reduce.c: standalone test of src/reduce.c (element types, reduction kernels, lp_scale).
+/* test_reduce.c: standalone test of src/core/reduce.c (element types, reduction kernels, lp_scale).
  *
  * Build and run:
- *   gcc -O2 -Wall -Wextra -Werror -I/opt/venv/include -Isrc src/reduce.c tests/c/test_reduce.c \
+ *   gcc -O2 -Wall -Wextra -Werror -I/opt/venv/include -Isrc src/core/reduce.c tests/c/test_reduce.c \
  *       -o /tmp/test_reduce -lm && /tmp/test_reduce
  *
  * Every (dtype, op) pairing: the validity table against the contract's rules, then for valid
