@@ -262,3 +262,23 @@ def test_the_folder_check_sees_an_upward_use(tmp_path):
     problems = g.order_problems(tmp_path)
     assert any("low may use high, which is not listed below it" in p for p in problems), problems
     assert any("src/stray.c is in no folder" in p for p in problems), problems
+
+
+# ---------------------------------------------------------------- file sizes
+LONG = 700
+
+
+def test_no_source_file_over_700_lines_without_a_reason():
+    """No source file of the engine (src/) or the package (lpmpi/) is over 700 lines unless its
+    header says why ("over 700 lines: <reason>" in its first 30 lines): a file that long is
+    usually several concerns (issue 51 split progress.c, flight.c, the torch backend, the tables'
+    module, the online tuner and the message's checks).  Generated files (Cython's _core.c) aside."""
+    too_long = []
+    for root, exts in (("src", (".c", ".h", ".cu")), ("lpmpi", (".py", ".pyx", ".pxi", ".pxd", ".pyi"))):
+        for p in sorted((ROOT / root).rglob("*")):
+            if p.suffix not in exts or p.name == "_core.c" or not p.is_file():
+                continue
+            text = p.read_text(encoding="utf-8", errors="replace").splitlines()
+            if len(text) > LONG and not any("over 700 lines:" in line for line in text[:30]):
+                too_long.append(f"{p.relative_to(ROOT)}: {len(text)} lines")
+    assert not too_long, "split these, or say why in their header:\n" + "\n".join(too_long)

@@ -50,137 +50,15 @@
  * for; a window whose last call is nonblocking is agreed at the key's next call (every rank
  * there in program order), a call not ended by then on some rank counting as no sample.
  * Persistent requests take the key's settled choice at each start, else the static one. */
-#include "engine.h"
+#include "autotune.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+
 int lp_autotune;                           /* LPMPI_AUTOTUNE */
-
-/* ------------------------------------------------------------------ the shared core */
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double lp_tune_median(const double *x, size_t n) {
-    if (!n) return NAN;
-    double stack[64], *v = n <= 64 ? stack : malloc(n * sizeof *v);
-    if (!v) return NAN;
-    memcpy(v, x, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_double);
-    double m = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    if (v != stack) free(v);
-    return m;
-}
-
-/* the lower median (n even: the lower middle; of two samples, the smaller): what the rounds rank
- * and cut by.  A candidate's next calls after its first can still run slow (ring over shm at
- * 256 KiB on the AMD EPYC: 1-4 ms, then 150-220 us, then 25-30 us; over CMA 120-175, 70-80,
- * 55-64, then 33): noise that only ever adds, which the mean of two samples carried into the
- * ranking (ring over shm ranked 81 us where it runs 25) */
-static double lower_median(const double *x, size_t n) {
-    if (n < 2 || n % 2) return lp_tune_median(x, n);
-    double v[16];                   /* (a candidate keeps AT_KEEP = 16 samples) */
-    size_t m = n < 16 ? n : 16;
-    memcpy(v, x, m * sizeof *v);
-    qsort(v, m, sizeof *v, cmp_double);
-    return v[m / 2 - 1];
-}
-
-int lp_tune_pruned(double t, double best, double factor) { return t > best * factor; }
-
-int lp_tune_decide(const double *t, int n, int prefer, double tie) {
-    int best = -1;
-    for (int i = 0; i < n; i++)
-        if (!isnan(t[i]) && (best < 0 || t[i] < t[best])) best = i;
-    if (best >= 0 && prefer >= 0 && prefer < n && !isnan(t[prefer]) && t[prefer] <= t[best] * (1 + tie))
-        best = prefer;
-    return best;
-}
-
-/* ------------------------------------------------------------------ online */
-#define AT_MAXC LP_AT_MAXC
-#define AT_WIN 256         /* calls per window at most */
-#define AT_KEEP 16         /* samples kept per candidate */
-#define MISSING 1e200      /* a slot with no time (dropped after the MAX) */
-#define FAILED 1e300       /* a call that failed on some rank */
-static const double round_factor[] = {3.0, 1.5, 1.2};   /* drop past this x the best, per round */
-static const int round_reps[] = {3, 3, 4};               /* calls per candidate, per round: a block
-                                                          (its first call, the switch, apart) */
-#define AT_K0 2             /* samples a candidate has before the first round's 3x cut may drop it:
-                               one sample alone dropped the best (issue 50, AMD EPYC, Intel MPI,
-                               64 MiB: ring over shm's one sample 47.7 ms in a launch's first calls,
-                               where it then takes 7.5; settled 2.08x the grid's best) */
-#define NROUNDS 3
-#define AT_KMIN 3           /* samples a candidate has before the 1.5x and 1.2x cuts may drop it;
-                               a first call's time (Intel MPI's first use of its algorithm: 30 us
-                               where it then takes 4) never counts (issue 50) */
-#define AT_REFINES 2        /* neighbour rounds around the leader before settling */
-#define AT_FIRST 10         /* candidates of the first round at most */
-#define AT_FINALS 3         /* finalists confirmed in blocks: the leader, MPI's own, the runner-up */
-#define AT_BLOCK 6          /* consecutive calls of a finalist in the confirmation (its first half apart) */
-#define AT_BUDGET (64 - AT_FINALS * AT_BLOCK)   /* calls of the rounds at most: settled within 64 */
-#define DRIFT 1.25          /* a settled window this much slower (or faster) than the reference */
-#define DRIFT_WINDOWS 3     /* in a row: re-explore (2 re-explored on this VM's noise alone) */
-#define LEARNED_DRIFT 4.0   /* a learned row's time against this run's first window: further off
-                               re-explores (across runs the program's pattern of calls differs: a
-                               size run after other sizes' calls runs colder than alone; at DRIFT
-                               a row learned alone re-explored in a run that mixes sizes) */
-#define AT_SPAN_MIN 100e-6 /* a settled window: about this much of calls at first, after a window
-                               off the reference, or a drift; doubling per quiet window up to */
-#define AT_SPAN_MAX 1e-3   /* (the reduction's cost spread over up to AT_WIN calls: issue 50) */
-#define AT_STRIDE 4        /* then one call in this many is timed: two clock reads a call cost ~3% at 8 B */
-#define TIE 0.03            /* within this of MPI's own: MPI's own (lpmpi.tune's TIE) */
-
-enum { AT_EXPLORE = 0, AT_SETTLED = 1 };
-
-#define W_NS_BITS LP_AT_NS_BITS
-#define W_NS_MASK LP_AT_NS_MASK
-#define W_GEN_MASK 0xFFFFFFu
-#define W_PENDING LP_AT_PENDING
-#define W_FAILED LP_AT_FAILED
-#define W_MISSING LP_AT_MISSING
-#define wword lp_at_word
-
-typedef struct lp_at_key {
-    struct lp_at_key *next;   /* every key of the process (the report) */
-    struct lp_at_key *ctx_next;    /* its communicator's keys */
-    lp_ctx_t *ctx;            /* NULL once its communicator is freed */
-    lp_at_info_t info;        /* what the report shows (the key, the state, counters) */
-    double ts[AT_MAXC][AT_KEEP];   /* agreed times per candidate (the last AT_KEEP) */
-    int nts[AT_MAXC];
-    int failed[AT_MAXC];
-    int warm[AT_MAXC];             /* its first call (plan, first use of a transport or of the MPI
-                                      library's algorithm) ran: that call's time never decides */
-    int prev[AT_MAXC], nprev;      /* earlier winners (re-exploration tries them first) */
-    /* the window: slots in call order, each a candidate and this rank's time */
-    int wlen, wn, wc[AT_WIN];
-    /* each slot's word: the window's generation (high 24 bits) and this rank's time in ns (low
-     * 40 bits; W_PENDING while its call runs).  A nonblocking call's completion writes it from
-     * whichever thread sees it end (engine.h lp_at_slot_end), only while the slot still holds its
-     * generation's W_PENDING: a late completion never writes into a later window */
-    _Atomic uint64_t ws[AT_WIN];
-    unsigned wgen;
-    int due;                  /* the window's last call was nonblocking: its times go at the key's next call */
-    /* the reduction of the last window, in flight */
-    double snd[AT_WIN], rcv[AT_WIN];
-    int rc_[AT_WIN], nred, pending;
-    long apply_at;            /* the key's call count at which it is waited for and applied */
-    MPI_Request q;
-    int round, hi, lo, refines;
-    int fin[AT_FINALS], nfin;      /* confirming (nfin > 0): the finalists, in blocks */
-    int cap;                  /* candidates it may hold now (AT_FIRST at first, AT_MAXC with refines) */
-    long ecalls;              /* calls of this exploration (AT_BUDGET at most) */
-    double ref;               /* settled: the reference time */
-    double learned_ref;       /* a learned key: its row's time, checked against the first window */
-    long xseq;                /* ctx->at_seq at its last exploring call */
-    long wseq, red_wseq;      /* ctx->at_seq when its window began; the reduced window's */
-    double span;              /* settled: the seconds of calls a window aims at (AT_SPAN_MIN..MAX) */
-    int stride, skip;         /* settled: one call in `stride` timed (AT_STRIDE once span is AT_SPAN_MAX) */
-} lp_at_key_t;
 
 static pthread_mutex_t klock = PTHREAD_MUTEX_INITIALIZER;
 static lp_at_key_t *keys;
@@ -202,92 +80,6 @@ static int size_class(size_t b, double *lo, double *hi) {
     return b == 0 ? -1 : 2 * k + upper;
 }
 
-static int same_cand(const lp_at_cand_t *a, const lp_at_cand_t *b) {
-    return a->alg == b->alg && a->chunk == b->chunk && a->transport == b->transport;
-}
-
-/* the transport a candidate effectively runs (LP_TP_*; 0 where the algorithm has none here) */
-static int eff_transport(const lp_ctx_t *ctx, int alg, size_t nbytes, int tp) {
-    const lp_algo_t *A = &lp_algos[alg];
-    int shm = ctx->shm != NULL && A->shm, cma = ctx->pids != NULL && A->cma;
-    if (!shm && !cma) return 0;
-    return lp_tp_of_ring(lp_ring_transport(shm, cma, nbytes, tp));
-}
-
-static void add_cand(lp_at_key_t *k, const lp_ctx_t *ctx, int alg, size_t chunk, int tp) {
-    lp_at_info_t *I = &k->info;
-    if (I->ncand >= k->cap || alg < 0 || alg >= lp_nalgos || (int)lp_algos[alg].coll != I->coll) return;
-    lp_at_cand_t c = {.alg = alg, .chunk = lp_algos[alg].chunked ? chunk : 0,
-                      .transport = eff_transport(ctx, alg, (size_t)I->nbytes, tp)};
-    if (c.chunk > lp_max_msg_bytes) c.chunk = lp_max_msg_bytes;
-    if (lp_algos[alg].chunked && c.chunk < 64) return;
-    for (int i = 0; i < I->ncand; i++)
-        if (same_cand(&I->cand[i], &c)) return;
-    I->cand[I->ncand++] = c;
-}
-
-static int native_alg(lp_coll_t coll) {
-    for (int i = 0; i < lp_nalgos; i++)
-        if (lp_algos[i].coll == coll && lp_algos[i].sched == &lp_sched_native) return i;
-    return -1;
-}
-
-/* the candidates, the same on every rank: they read only the key, the static decision (the
- * table or model every rank of ctx shares) and the communicator's transports */
-static void candidates(lp_at_key_t *k, const lp_ctx_t *ctx, const lp_choice_t *base) {
-    lp_at_info_t *I = &k->info;
-    const lp_model_t *m = ctx->tables < 0 ? &ctx->model : &lp_model;
-    const size_t nb = (size_t)I->nbytes;
-    I->ncand = 0;
-    k->cap = AT_FIRST;
-    add_cand(k, ctx, base->alg, base->chunk, base->transport);             /* the static choice */
-    add_cand(k, ctx, native_alg(I->coll), 0, 0);                           /* MPI's own */
-    int order[64], n = 0;                                                  /* the model's ranking */
-    double t[64];
-    for (int i = 0; i < lp_nalgos && n < 64; i++) {
-        if ((int)lp_algos[i].coll != I->coll || lp_algos[i].wire) continue;
-        t[n] = lp_predict_with(m, i, I->P, I->nodes, (double)nb,
-                               (double)lp_best_chunk_with(m, i, I->P, I->nodes, nb));
-        order[n++] = i;
-    }
-    for (int a = 1; a < n; a++)                                           /* insertion sort: stable */
-        for (int b = a; b > 0 && t[b] < t[b - 1]; b--) {
-            double x = t[b]; t[b] = t[b - 1]; t[b - 1] = x;
-            int y = order[b]; order[b] = order[b - 1]; order[b - 1] = y;
-        }
-    int top[2], ntop = 0;
-    for (int i = 0; i < n && ntop < 2; i++) {
-        int before = I->ncand;
-        add_cand(k, ctx, order[i], lp_best_chunk_with(m, order[i], I->P, I->nodes, nb), LP_TP_MODEL);
-        if (I->ncand > before) top[ntop++] = order[i];
-    }
-    for (int j = 0; j < ntop; j++)                          /* their node-local transports, each */
-        for (int tp = LP_TP_MPI; tp < LP_NTP; tp++)
-            add_cand(k, ctx, top[j], lp_best_chunk_with(m, top[j], I->P, I->nodes, nb), tp);
-    if (lp_algos[base->alg].chunked) {                                     /* the chunk's neighbours */
-        add_cand(k, ctx, base->alg, base->chunk * 2, base->transport);
-        add_cand(k, ctx, base->alg, base->chunk / 2, base->transport);
-    }
-    for (int tp = LP_TP_MPI; tp < LP_NTP; tp++)                            /* its other transports */
-        add_cand(k, ctx, base->alg, base->chunk, tp);
-    /* a coarse spread of its chunk where room is left: the model's chunk can be far from the
-     * best (issue 50, 16 MiB from no table: ring with 8 MiB chunks, where 256 KiB ones stay in
-     * the caches and take 1.3x less), further than the neighbours' rounds walk (x2, /2 twice) */
-    if (lp_algos[base->alg].chunked) {
-        add_cand(k, ctx, base->alg, base->chunk / 8, base->transport);
-        add_cand(k, ctx, base->alg, base->chunk / 64, base->transport);
-    } else if (ntop) {         /* an unchunked static choice: the model's first algorithm's spread
-                                * (AMD EPYC, 64 MiB from no table: static be, the model's ring with
-                                * 16 MiB chunks, the grid's best ring with 1 MiB ones over shm, where
-                                * 16 MiB ones ran 30 ms in some segments and 7.3 in others) */
-        size_t c0 = lp_best_chunk_with(m, top[0], I->P, I->nodes, nb);
-        add_cand(k, ctx, top[0], c0 / 8, LP_TP_MODEL);
-        add_cand(k, ctx, top[0], c0 / 64, LP_TP_MODEL);
-    }
-    I->native = -1;
-    for (int i = 0; i < I->ncand; i++)
-        if (lp_algos[I->cand[i].alg].sched == &lp_sched_native) I->native = i;
-}
 
 static lp_at_key_t *key_find(lp_ctx_t *ctx, const lp_key_t *kk, int esize) {
     lp_at_key_t *k = (unsigned)kk->coll < LP_NCOLLS ? ctx->at_last[kk->coll] : NULL;
@@ -400,10 +192,10 @@ static int refine(lp_at_key_t *k, int c) {
     k->cap = AT_MAXC;
     if (!ctx || (!lp_algos[lead.alg].chunked && !lp_algos[lead.alg].cma && !lp_algos[lead.alg].shm)) return 0;
     if (lp_algos[lead.alg].chunked) {
-        add_cand(k, ctx, lead.alg, lead.chunk * 2, lead.transport ? lead.transport : LP_TP_MODEL);
-        add_cand(k, ctx, lead.alg, lead.chunk / 2, lead.transport ? lead.transport : LP_TP_MODEL);
+        lp_at_add_cand(k, ctx, lead.alg, lead.chunk * 2, lead.transport ? lead.transport : LP_TP_MODEL);
+        lp_at_add_cand(k, ctx, lead.alg, lead.chunk / 2, lead.transport ? lead.transport : LP_TP_MODEL);
     }
-    for (int tp = LP_TP_MPI; tp < LP_NTP; tp++) add_cand(k, ctx, lead.alg, lead.chunk, tp);
+    for (int tp = LP_TP_MPI; tp < LP_NTP; tp++) lp_at_add_cand(k, ctx, lead.alg, lead.chunk, tp);
     if (I->ncand == before) return 0;
     if (k->ecalls + (long)(I->ncand - before + 1) * (round_reps[1] + round_reps[2]) > AT_BUDGET) {
         I->ncand = before;                        /* no room in the budget: settle instead */
@@ -510,7 +302,7 @@ static void apply(lp_at_key_t *k) {
         double best = INFINITY;
         int lead = -1;
         for (int i = 0; i < I->ncand; i++) {
-            I->median[i] = k->nts[i] ? lower_median(k->ts[i], (size_t)k->nts[i]) : NAN;
+            I->median[i] = k->nts[i] ? lp_at_lower_median(k->ts[i], (size_t)k->nts[i]) : NAN;
             if (I->alive[i] && k->nts[i] && I->median[i] < best) { best = I->median[i]; lead = i; }
         }
         int na = 0;
@@ -642,7 +434,7 @@ int lp_autotune_pick(lp_ctx_t *ctx, const lp_key_t *kk, int esize, int kind, lp_
         I->seconds = NAN;
         I->last_seconds = NAN;
         k->ctx = ctx;
-        candidates(k, ctx, ch);
+        lp_at_candidates(k, ctx, ch);
         if (ch->learned > 0) {   /* a row learned in an earlier run (LPMPI_AUTOTUNE_FILE): settled */
             for (int i = 1; i < I->ncand; i++) I->median[i] = NAN;
             I->median[0] = ch->learned;      /* (settle's seconds; its first window sized from it) */
