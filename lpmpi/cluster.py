@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_exec"]:
         return _exec(argv[1:])
-    ap = argparse.ArgumentParser(prog="python -m lpmpi.cluster", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="lpmpi-cluster", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("up", help="bring up N nodes (removes a box left behind first)")
     u.add_argument("--nodes", type=int, required=True)
