@@ -74,8 +74,15 @@ def info() -> None:
     print(f"node-local transport: {transport[0]} ({transport[1]})")
     for line in lpmpi.tables.describe(here):
         print(line)
-    env = {k: v for k, v in os.environ.items() if k.startswith("LPMPI_")}
-    print(f"environment: {env if env else 'no LPMPI_* variables'}")
+    print("settings (the knob table, lpmpi/_knobs.py: each LPMPI_* variable's value in force, and "
+          "where it came from):")
+    rows = _e.in_force()
+    width = max(len(n) for n, _, _ in rows)
+    for name, value, src in rows:
+        print(f"  {name:{width}s} {value:>12s}  ({src})")
+    unknown = sorted(k for k in os.environ if k.startswith("LPMPI_") and k not in _e.BY_NAME)
+    if unknown:
+        print(f"  not lpmpi's (misspelt?): {', '.join(unknown)}")
     tables = _core.choice("allreduce", 8, comm)[4]
     agree = {"same": "every rank holds this table",
              "rank 0": "the ranks' tables differ: every rank follows rank 0's",

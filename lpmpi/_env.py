@@ -17,72 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lpmpi import engine
+from lpmpi._knobs import BY_NAME, KNOBS, NODE_TRANSPORTS, Knob  # noqa: F401 (Knob, NODE_TRANSPORTS: re-exported)
 from lpmpi._units import parse_size
 
-_W, _S = engine.WINDOW_MAX, engine.STAGING_MAX
+_W, _S = BY_NAME["LPMPI_WINDOW"].hi, BY_NAME["LPMPI_STAGING_BUFFERS"].hi
+assert (_W, _S) == (engine.WINDOW_MAX, engine.STAGING_MAX), "lpmpi/_knobs.py and the engine's limits differ"
 
-#: (name, value, what it does): every variable lpmpi reads
-VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("LPMPI_ALGORITHM", "name", ('force "auto" to one algorithm (lp, mst, be, ring, pairwise, linear, '
-     "native; any case); a collective lacking it stays on auto")),
-    ("LPMPI_CHUNK_BYTES", "size", "force the chunk size of chunked algorithms (1K at least: 1K, 64K, 1MiB, ...; smaller values warn and are ignored)"),
-    ("LPMPI_TUNING_FILE", "path[:path...]|none", "load these tuning tables instead of the shipped ones; none: no table"),
-    ("LPMPI_TABLES_AS", "table file", ("load the shipped tables as they apply on the machine this shipped "
-     "table (a file name in lpmpi/tables, or a path) was measured on: its MPI library and CPU model, "
-     "whatever this machine's (tests: every shipped table's decisions on any machine); every rank must "
-     "set the same")),
-    ("LPMPI_WINDOW", f"1..{_W}", "chunks in flight per direction of the pipelines (default 4)"),
-    ("LPMPI_CHECK", "0|1", ("check on every call that all ranks agree (count, dtype, op, root, "
-     "algorithm, chunk): MismatchError instead of a hang; other values warn and are ignored, as for "
-     "every 0|1 switch")),
-    ("LPMPI_DEBUG", "0|1", ("print on every rank each choice of auto (once per collective and size, "
-     "naming the rank) and the source file:line of every error")),
-    ("LPMPI_STAGING_BUFFERS", f"1..{_S}", ("staging buffers per direction of the staged device pipeline "
-     "(default 4)")),
-    ("LPMPI_CUDA_AWARE", "0|1", ("device memory: force the transport (1: the MPI library reads device "
-     "memory, 0: staged through the host); unset: ask the library")),
-    ("LPMPI_EMULATE_STAGING", "0|1", ("emulate the staged device path on the host (every buffer is "
-     "treated as device memory; tests)")),
-    ("LPMPI_MAX_MSG_BYTES", "size", "largest single MPI message (bigger transfers are split; tests)"),
-    ("LPMPI_PROGRESS_THREAD", "0|1", ("start the background progress thread at import: it advances "
-     "nonblocking and persistent requests while the program computes (needs MPI_THREAD_MULTIPLE)")),
-    ("LPMPI_NODE_TRANSPORT", "auto|shm|cma|mpi", ("between ranks of one node, for the ring allreduce, allgather and reduce_scatter: "
-     "auto (default) uses lpmpi's shared-memory transport and single-copy process_vm_readv reads, "
-     "each at the sizes where it measured faster (either alone where the other cannot work); "
-     "shm or cma only that one; mpi keeps MPI point-to-point")),
-    ("LPMPI_TIMEOUT", "seconds", ("the watchdog: a collective not complete after this long raises "
-     "LPError on the ranks waiting for it, naming what it waits for (the communicator is unusable "
-     "then: e.g. comm.Abort()); default off, free when off; on, waits poll instead of blocking in MPI")),
-    ("LPMPI_AUTOTUNE", "0|1", ("tune \"auto\" while the program runs: per communicator, collective and size "
-     "class, blocking calls explore a few candidates (the table's or model's choice, MPI's own, the model's "
-     "next best, chunk and transport neighbours), every rank deciding alike from the slowest rank's times, "
-     "then settle; a settled choice that drifts is re-examined (docs/autotune.md); every rank must set the same")),
-    ("LPMPI_AUTOTUNE_FILE", "path|none", ("with LPMPI_AUTOTUNE=1: the tuning table of learned rows; its rows "
-     "start the run settled (a file of another MPI library, CPU model or MPI tuning variables, or a corrupt "
-     "one: ignored, one warning) and what was learned at MPI_COMM_WORLD's size is merged into it at exit "
-     "(rank 0); default the per-machine cache ~/.cache/lpmpi/autotune-P<P>-<hash>.json ($XDG_CACHE_HOME), "
-     "none: no file; lpmpi-tune --merge folds it into a table")),
-    ("LPMPI_TRACE", "directory", ("write every rank's collectives to directory/trace.<rank>.json (Chrome "
-     "trace events: Perfetto, chrome://tracing) at exit; lpmpi-trace directory merges and summarises them "
-     "(docs/debugging.md)")),
-    ("LPMPI_TRACE_MAX", "calls", ("with LPMPI_TRACE: calls a rank records in full (default 100000); past "
-     "them one call in 100 of each communicator")),
-    ("LPMPI_FR_SIZE", "0..16777216", ("the flight recorder: the last calls each rank keeps, with their state "
-     "(default 256; 0: off, and with it the SIGUSR1 dumps and LPMPI_ABORT_TIMEOUT)")),
-    ("LPMPI_FR_DIR", "directory", ("where the flight recorder is dumped (fr.<rank>.json): by the watchdog, on "
-     "SIGUSR1, by lpmpi.dump_flight_recorder(); default lpmpi-fr in the working directory; lpmpi-trace "
-     "--hang directory says where the ranks diverged")),
-    ("LPMPI_ABORT_TIMEOUT", "seconds", ("the watchdog of last resort: a collective not complete after this "
-     "long dumps the flight recorder, says what it waits for and aborts the job (default 1800; 0: never); "
-     "free (a thread that wakes every few seconds)")),
-    ("LPMPI_SHM_SPIN_US", "-1..1000000", ("microseconds at most a waiting rank polls before it "
-     "sleeps (the shared-memory transport's counters) or yields its core (MPI requests); an adaptive "
-     "budget (default 50; -1: poll, never sleep nor yield)")),
-)
+#: (name, value, what it does): every variable lpmpi reads (the knob table's, lpmpi/_knobs.py)
+VARIABLES: tuple[tuple[str, str, str], ...] = tuple((k.name, k.value, k.doc) for k in KNOBS)
 
 _FALSE = ("", "0", "false", "no", "off")
-#: LPMPI_NODE_TRANSPORT's values, in the engine's order of modes (lp_set_node_transport)
-NODE_TRANSPORTS = ("mpi", "auto", "shm", "cma")
 
 
 @dataclass(frozen=True)
@@ -111,6 +55,7 @@ class Settings:
     fr_size: int = 256                 # LPMPI_FR_SIZE
     fr_dir: str | None = None          # LPMPI_FR_DIR
     abort_timeout: float = 1800.0      # LPMPI_ABORT_TIMEOUT: seconds, 0 = never
+    tuner_fake_device: bool = False    # LPMPI_TUNER_FAKE_DEVICE (tests; read again at each use: flag_now)
 
 
 def _caller_level() -> int:
@@ -130,7 +75,12 @@ def _caller_level() -> int:
     return 2
 
 
+#: the variables whose values the last :func:`read` ignored (lpmpi-info says so)
+_ignored: set[str] = set()
+
+
 def _ignore(name: str, value: str, why: str) -> None:
+    _ignored.add(name)
     warnings.warn(f"lpmpi: ignoring {name}={value!r} ({why})", stacklevel=_caller_level())
 
 
@@ -178,6 +128,7 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
     """Parse ``env`` (default ``os.environ``); ``algorithms``: the names LPMPI_ALGORITHM may
     take (empty: any).  Bad values warn and are ignored."""
     env = os.environ if env is None else env
+    _ignored.clear()
     alg = env.get("LPMPI_ALGORITHM", "").strip().lower() or None
     if alg == "auto":
         alg = None
@@ -208,11 +159,19 @@ def read(env: Mapping[str, str] | None = None, algorithms: tuple[str, ...] = ())
         autotune=_flag(env, "LPMPI_AUTOTUNE"),
         autotune_file=env.get("LPMPI_AUTOTUNE_FILE", "").strip() or None,
         trace=env.get("LPMPI_TRACE", "").strip() or None,
-        trace_max=_ranged(env, "LPMPI_TRACE_MAX", 1, 1 << 40),
+        trace_max=_ranged(env, "LPMPI_TRACE_MAX", 1, int(BY_NAME["LPMPI_TRACE_MAX"].hi)),
         fr_size=_fr_size(env),
         fr_dir=env.get("LPMPI_FR_DIR", "").strip() or None,
-        abort_timeout=_seconds(env, "LPMPI_ABORT_TIMEOUT", 1800.0, zero=True),
+        abort_timeout=_seconds(env, "LPMPI_ABORT_TIMEOUT", BY_NAME["LPMPI_ABORT_TIMEOUT"].default, zero=True),
+        tuner_fake_device=_flag(env, "LPMPI_TUNER_FAKE_DEVICE"),
     )
+
+
+def flag_now(name: str) -> bool:
+    """A 0|1 knob of the table as the environment has it now (for the knobs read at each use, not
+    once at import: LPMPI_TUNER_FAKE_DEVICE); a bad value warns and reads as off."""
+    assert BY_NAME[name].kind == "flag", name
+    return _flag(os.environ, name)
 
 
 def _chunk(env: Mapping[str, str]) -> int | None:
@@ -227,7 +186,8 @@ def _fr_size(env: Mapping[str, str]) -> int:
     v = env.get("LPMPI_FR_SIZE", "").strip()
     if v == "0":
         return 0
-    return _ranged(env, "LPMPI_FR_SIZE", 1, 1 << 24) or 256
+    k = BY_NAME["LPMPI_FR_SIZE"]
+    return _ranged(env, k.name, 1, int(k.hi)) or int(k.default)
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float = 0.0, zero: bool = False) -> float:
@@ -255,8 +215,9 @@ def _spin(env: Mapping[str, str]) -> int | None:
         n = int(v)
     except ValueError:
         n = -2
-    if not -1 <= n <= 1_000_000:
-        _ignore("LPMPI_SHM_SPIN_US", v, "not an integer in -1..1000000")
+    k = BY_NAME["LPMPI_SHM_SPIN_US"]
+    if not k.lo <= n <= k.hi:
+        _ignore(k.name, v, f"not an integer in {k.lo}..{k.hi}")
         return None
     return n
 
@@ -294,6 +255,32 @@ def apply() -> Settings:
         except Exception as exc:  # noqa: BLE001 - a warning, never a failed import
             warnings.warn(f"lpmpi: LPMPI_PROGRESS_THREAD=1 ignored: {exc}", RuntimeWarning, stacklevel=3)
     return s
+
+
+def in_force(s: Settings | None = None, env: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(name, value in force, where it came from) of every knob: "environment" (set, and used),
+    "default" (unset), or "default: <value> ignored" (set to a value lpmpi could not use: it
+    warned at import).  ``s``: the parsed settings (default: what import read)."""
+    s = settings if s is None else s
+    env = os.environ if env is None else env
+    out = []
+    for k in KNOBS:
+        v = getattr(s, k.field)
+        unset = v is None or (v == 0 and k.kind in ("int", "size") and k.lo != 0) or (k.kind == "flag" and v == -1)
+        shown = k.default if unset and k.default is not None else v
+        if isinstance(shown, bool):
+            shown = int(shown)
+        given = env.get(k.name, "").strip()
+        if k.name in _ignored and given:
+            src = f"default: {given!r} ignored"
+        elif given:
+            src = "environment"
+        else:
+            src = "default"
+        if k.c_text == "tristate" and shown == -1:
+            shown = None
+        out.append((k.name, "unset" if shown is None else str(shown), src))
+    return out
 
 
 def table_text() -> str:

@@ -185,3 +185,22 @@ def test_the_algorithm_knobs_doc_names_every_algorithm_of_the_registry():
     doc = next(d for name, _, d in _env.VARIABLES if name == "LPMPI_ALGORITHM")
     names = {n for c in _core.COLLECTIVES for n, _, _ in _core._algorithm_info(c)}
     assert {n for n in names if n not in doc} == set(), doc
+
+
+def test_the_values_in_force_and_where_they_came_from():
+    """lpmpi-info's settings: every knob of the table, its value in force, and its source: the
+    environment, the default, or the default because the given value was ignored."""
+    import warnings as w
+
+    from lpmpi import _env
+    env = {"LPMPI_WINDOW": "8", "LPMPI_FR_SIZE": "lots", "LPMPI_CUDA_AWARE": ""}
+    with w.catch_warnings(record=True):
+        w.simplefilter("always")
+        s = _env.read(env)
+    rows = {n: (v, src) for n, v, src in _env.in_force(s, env)}
+    assert list(rows) == [k.name for k in _env.KNOBS]
+    assert rows["LPMPI_WINDOW"] == ("8", "environment")
+    assert rows["LPMPI_STAGING_BUFFERS"] == ("4", "default")
+    assert rows["LPMPI_FR_SIZE"] == ("256", "default: 'lots' ignored")
+    assert rows["LPMPI_CUDA_AWARE"] == ("unset", "default")
+    assert rows["LPMPI_ABORT_TIMEOUT"] == ("1800.0", "default")

@@ -36,3 +36,35 @@ def test_generated_functions_have_the_descriptors_parameters():
             assert list(inspect.signature(fn).parameters) == want, fname
             assert fname in lpmpi.__all__
         assert getattr(lpmpi, e["name"]).__doc__.split()[:3] == e["doc"].split()[:3]
+
+
+# ---------------------------------------------------------------- the knob table -> src/include/knobs.h
+_spec = importlib.util.spec_from_file_location("gen_knobs", ROOT / "tools" / "gen_knobs.py")
+gen_knobs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen_knobs)
+
+
+def test_knobs_h_matches_the_knob_table():
+    """src/include/knobs.h (the C side's defaults and limits, the list of knobs the ranks must
+    agree on) is what tools/gen_knobs.py makes of lpmpi/_knobs.py."""
+    assert gen_knobs.main(["--check"]) == 0, "run `python tools/gen_knobs.py`"
+
+
+def test_a_changed_knob_table_is_seen(tmp_path):
+    """The check fails when a default in the table is not the header's."""
+    table = tmp_path / "_knobs.py"
+    text = gen_knobs.TABLE.read_text()
+    assert "default=256, lo=0" in text
+    table.write_text(text.replace("default=256, lo=0", "default=512, lo=0", 1))
+    assert gen_knobs.main(["--check", "--table", str(table)]) == 1
+
+
+def test_the_engine_runs_with_the_knob_tables_defaults_and_limits():
+    """What the engine reports (its limits, lpmpi.engine) is the table's, and the table is the
+    documents' (VARIABLES: README's and docs/api.md's table)."""
+    from lpmpi import _env, _knobs, engine
+    assert (engine.WINDOW_MAX, engine.STAGING_MAX) == (_knobs.WINDOW_MAX, _knobs.STAGING_MAX)
+    assert [v[0] for v in _env.VARIABLES] == [k.name for k in _knobs.KNOBS]
+    for k in _knobs.KNOBS:
+        assert k.name.startswith("LPMPI_") and hasattr(_env.Settings(), k.field), k.name
+        assert not k.agree or k.c_value or k.name in ("LPMPI_ALGORITHM", "LPMPI_CHUNK_BYTES"), k.name

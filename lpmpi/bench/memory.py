@@ -11,7 +11,6 @@ its device-memory path).  The benchmark and the tuner get their backend from
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -107,7 +106,9 @@ MEMORY_BACKENDS: dict[str, type[HostMemory]] = {"host": HostMemory, "cuda": Cuda
 
 def fake_device() -> bool:
     """True when ``LPMPI_TUNER_FAKE_DEVICE`` asks for the GPU-less stand-in (tests only)."""
-    return os.environ.get(FAKE_DEVICE_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+    from lpmpi import _env   # (the knob table's parsing: a bad value warns, as every 0|1 switch)
+
+    return _env.flag_now(FAKE_DEVICE_ENV)
 
 
 def device_problem() -> str | None:

@@ -11,8 +11,8 @@
  *
  * Always, on a communicator's first call (context.c, inside the table agreement's one
  * collective): the knobs that change what a rank sends or which MPI calls it makes (the
- * algorithm and chunk overrides, the transport override, LPMPI_WINDOW, LPMPI_MAX_MSG_BYTES,
- * LPMPI_CHECK, the device path's knobs, LPMPI_TIMEOUT).  Ranks that differ would compute
+ * algorithm and chunk overrides, the transport override, and the knob table's knobs marked so:
+ * lpmpi/_knobs.py, knobs.h LP_KNOBS_AGREE).  Ranks that differ would compute
  * wrong results silently or hang; every rank raises MismatchError naming the knob instead. */
 #include "engine.h"
 #include <stdio.h>
@@ -127,12 +127,20 @@ cleanup:
 
 
 /* ---------------------------------------------------------------- knobs */
-enum { KN_ALG = 0, KN_CHUNK = KN_ALG + LP_NCOLLS, KN_TP = KN_CHUNK + LP_NCOLLS, KN_WINDOW, KN_MAXMSG,
-       KN_CHECK, KN_STAGING, KN_EMUL, KN_AWARE, KN_TIMEOUT, KN_AUTOTUNE, KN_N };
+/* the values compared: per collective its algorithm and chunk overrides, the transport override,
+ * then the knob table's knobs that ranks must agree on (knobs.h LP_KNOBS_AGREE, generated from
+ * lpmpi/_knobs.py) */
+#define KN_ID(name, value, kind) +1
+enum { KN_ALG = 0, KN_CHUNK = KN_ALG + LP_NCOLLS, KN_TP = KN_CHUNK + LP_NCOLLS,
+       KN_N = KN_TP + 1 LP_KNOBS_AGREE(KN_ID) };
+#undef KN_ID
+#define KN_NAME(name, value, kind) name,
+#define KN_KIND(name, value, kind) kind,
 static const char *const kn_names[KN_N - KN_TP] = {
-    "the transport override (lpmpi.engine.transport)", "LPMPI_WINDOW", "LPMPI_MAX_MSG_BYTES",
-    "LPMPI_CHECK", "LPMPI_STAGING_BUFFERS", "LPMPI_EMULATE_STAGING", "LPMPI_CUDA_AWARE",
-    "LPMPI_TIMEOUT", "LPMPI_AUTOTUNE"};
+    "the transport override (lpmpi.engine.transport)", LP_KNOBS_AGREE(KN_NAME)};
+static const int kn_kinds[KN_N - KN_TP] = {LP_KT_INT, LP_KNOBS_AGREE(KN_KIND)};
+#undef KN_NAME
+#undef KN_KIND
 /* knob f's name (the per-collective ones name their collective, from its row) */
 static const char *kn_name(int f, char *buf, size_t n) {
     if (f >= KN_TP) return kn_names[f - KN_TP];
@@ -144,8 +152,8 @@ static void knob_text(int f, int64_t v, char *s, size_t n) {
     if (f < KN_CHUNK) snprintf(s, n, "%s", v < 0 ? "unset" : lp_algo_name((int)v));
     else if (f < KN_TP) snprintf(s, n, v ? "%lld" : "unset", (long long)v);
     else if (f == KN_TP) snprintf(s, n, "%s", v >= 0 && v < LP_NTP ? tp_names[v] : "?");
-    else if (f == KN_AWARE) snprintf(s, n, "%s", v < 0 ? "unset" : v ? "1" : "0");
-    else if (f == KN_TIMEOUT) snprintf(s, n, v ? "%g s" : "off", (double)v / 1e9);
+    else if (kn_kinds[f - KN_TP] == LP_KT_TRISTATE) snprintf(s, n, "%s", v < 0 ? "unset" : v ? "1" : "0");
+    else if (kn_kinds[f - KN_TP] == LP_KT_NS) snprintf(s, n, v ? "%g s" : "off", (double)v / 1e9);
     else snprintf(s, n, "%lld", (long long)v);
 }
 
@@ -157,17 +165,11 @@ static void knobs_fill(int64_t v[KN_N]) {
         v[KN_ALG + c] = a;
         v[KN_CHUNK + c] = (int64_t)ch;
     }
-    int emu, aware;
-    lp_device_knobs(&emu, &aware);
-    v[KN_TP] = lp_transport_override_get();
-    v[KN_WINDOW] = lp_window;
-    v[KN_MAXMSG] = (int64_t)lp_max_msg_bytes;
-    v[KN_CHECK] = lp_check_enabled;
-    v[KN_STAGING] = lp_staging;
-    v[KN_EMUL] = emu;
-    v[KN_AWARE] = aware;
-    v[KN_TIMEOUT] = lp_timeout_ns;
-    v[KN_AUTOTUNE] = lp_autotune;
+    int i = KN_TP;
+    v[i++] = lp_transport_override_get();
+#define KN_VALUE(name, value, kind) v[i++] = (int64_t)(value);
+    LP_KNOBS_AGREE(KN_VALUE)
+#undef KN_VALUE
 }
 
 uint64_t lp_knobs_hash(void) {

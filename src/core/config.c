@@ -3,7 +3,7 @@
 #include "engine.h"
 
 int lp_window = LP_WINDOW_DEFAULT;          /* chunks in flight per direction */
-size_t lp_max_msg_bytes = (size_t)1 << 30;  /* largest single MPI message */
+size_t lp_max_msg_bytes = LP_KNOB_MAX_MSG_BYTES_DEFAULT;  /* largest single MPI message */
 int lp_check_enabled;                       /* LPMPI_CHECK: agree on every call first */
 int lp_node_transport = LP_NTM_AUTO;        /* LPMPI_NODE_TRANSPORT: LP_NTM_* */
 long long lp_timeout_ns;                    /* LPMPI_TIMEOUT: the watchdog (sched/progress.h); 0 off */

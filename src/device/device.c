@@ -37,6 +37,7 @@ void lp_device_knobs(int *emu, int *aware) {
     *aware = aware_cfg;
 }
 int lp_device_emulated(void) { return emulate; }
+int lp_device_aware(void) { return aware_cfg; }
 
 int lp_cuda_built(void) {
 #ifdef LPMPI_HAVE_CUDA

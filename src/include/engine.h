@@ -389,6 +389,7 @@ int lp_knobs_disagree(lp_ctx_t *ctx);
 void lp_override_get(lp_coll_t coll, int *alg, size_t *chunk);   /* select.c */
 int lp_transport_override_get(void);
 void lp_device_knobs(int *emulate, int *aware);                  /* device.c */
+int lp_device_aware(void);              /* LPMPI_CUDA_AWARE: -1 unset (ask the library), 0, 1 */
 extern long long lp_timeout_ns;   /* LPMPI_TIMEOUT (config.c); 0: off */
 
 /* ---- knobs (config.c) ---- */

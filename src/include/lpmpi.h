@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <mpi.h>
+#include "knobs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,10 +102,10 @@ const char *lp_mem_name(lp_mem_t mem);      /* "host", "cuda" */
 enum {
     LP_CHUNK_MIN = 1 << 10,
     LP_CHUNK_MAX = 1 << 24,
-    LP_WINDOW_DEFAULT = 4,
-    LP_WINDOW_MAX = 64,
-    LP_STAGING_DEFAULT = 4,
-    LP_STAGING_MAX = 64
+    LP_WINDOW_DEFAULT = LP_KNOB_WINDOW_DEFAULT,      /* (knobs.h: from the knob table) */
+    LP_WINDOW_MAX = LP_KNOB_WINDOW_MAX,
+    LP_STAGING_DEFAULT = LP_KNOB_STAGING_BUFFERS_DEFAULT,
+    LP_STAGING_MAX = LP_KNOB_STAGING_BUFFERS_MAX
 };
 
 /* ---- element types and reduction kernels (reduce.c) ---- */

@@ -57,7 +57,7 @@ atomic_ullong lp_fr_next;            /* calls recorded (the next call's gen - 1)
 #define ring_mask lp_fr_mask
 #define ring_next lp_fr_next
 static char fr_dir[1024] = "";       /* where dumps go ("" : lpmpi-fr in the working directory) */
-double lp_obs_abort_after_s = 1800;  /* LPMPI_ABORT_TIMEOUT (0: off) */
+double lp_obs_abort_after_s = LP_KNOB_ABORT_TIMEOUT_DEFAULT;   /* LPMPI_ABORT_TIMEOUT (0: off) */
 int lp_obs_world_rank = -1, lp_obs_world_size = 0;
 int lp_trace_on;                     /* LPMPI_TRACE set: precise clocks, records written */
 void (*lp_fr_flush_hook)(void);      /* what a dump flushes after it (trace.c sets it) */

@@ -33,7 +33,7 @@ enum { FULL_NONE = -1, FULL_BUSY = -2 };
 static atomic_int full = FULL_NONE;
 static int tfd = -1;
 static char trace_dir[1024];
-static unsigned long long trace_max = 100000, traced;
+static unsigned long long trace_max = LP_KNOB_TRACE_MAX_DEFAULT, traced;
 
 _Atomic(const lp_tsc_anchor_t *) lp_tsc_now;
 static lp_tsc_anchor_t anchors[8];   /* rotating: a reader holds one for nanoseconds, they change per buffer */

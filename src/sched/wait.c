@@ -117,7 +117,7 @@ int lp_eng_set_push(lp_req_t *r) {
  * soon sleep at once.  Measured (P = 2 and 3, docs/performance-archive.md "Waiting: a spin that adapts,
  * then a sleep").  The sleep's timeout is a safety net only: no wake-up is lost (the handshake). */
 enum { SHM_SLEEP_NS = 2000000, SHM_SPIN_GROW_NS = 1000 };
-long lp_spin_ns = 50000;
+long lp_spin_ns = LP_KNOB_SHM_SPIN_US_DEFAULT * 1000L;
 long lp_set_shm_spin(long ns) {
     long prev = lp_spin_ns;
     lp_spin_ns = ns < 0 ? -1 : ns;
