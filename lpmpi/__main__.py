@@ -52,7 +52,10 @@ def info() -> None:
     print(f"mpi4py {__import__('mpi4py').__version__}, processes: {comm.size}")
     for line in _launch.info_lines(comm.size):
         print(line)
-    print(f"CUDA support: {'yes' if _core.CUDA_BUILD else 'no (built without nvcc/CUDA headers)'}")
+    ndev = int(_core.cuda_info().get("devices", 0) or 0)
+    print("CUDA support: " + ("no (built without nvcc/CUDA headers)" if not _core.CUDA_BUILD else
+                              f"built with CUDA, {ndev} device(s) visible" if ndev else
+                              "built with CUDA; no CUDA device is visible here"))
     print(_device_line(_core.cuda_info()))
     for coll in _core.COLLECTIVES:
         print(f"{coll} algorithms: {', '.join(lpmpi.algorithms(coll))}")
@@ -87,15 +90,21 @@ def info() -> None:
     agree = {"same": "every rank holds this table",
              "rank 0": "the ranks' tables differ: every rank follows rank 0's",
              "unchecked": "not compared yet"}[tables]
-    print(f'"auto" at P = {comm.size} (host memory; ranks\' tables: {agree}):')
-    for coll in engine.COLLECTIVES:
+    if comm.size == 1:
+        print('"auto" at P = 1: one process has nothing to send (each collective copies its input or '
+              'does nothing); `mpiexec -n P lpmpi-info` shows auto\'s choices at P processes')
+    colls = engine.COLLECTIVES if comm.size > 1 else ()
+    if colls:
+        print(f'"auto" at P = {comm.size} (host memory; ranks\' tables: {agree}):')
+    for coll in colls:
         for n in (8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26):
             alg, chunk, _, src, _ = _core.choice(coll, n, comm)
             ch = f", chunk {_size(chunk)}" if chunk else ""
             print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
-    print('"auto" with acc_dtype="float32" (16-bit data summed in float32, decided for its float32 copy; '
-          'sizes of the 16-bit data):')
-    for coll in engine.COLLECTIVES:
+    if colls:
+        print('"auto" with acc_dtype="float32" (16-bit data summed in float32, decided for its float32 copy; '
+              'sizes of the 16-bit data):')
+    for coll in colls:
         if not engine.collective_info(coll).has_op:
             continue
         for n in (8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26):

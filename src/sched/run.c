@@ -224,17 +224,22 @@ int lp_engine_wait(lp_req_t *r) {
     return report(r);
 }
 
+/* (locked; returns locked) one test of every active request no thread owns: owned, tested and
+ * advanced without the lock, given back */
+static void test_once(void) {
+    if (lp_eng_own_all(NULL) != LP_OK || !lp_eng_set.nset) return;
+    pthread_mutex_unlock(&lp_eng_mu);
+    lp_eng_observe_set(0);
+    for (size_t j = 0; j < lp_eng_set.nset; j++) lp_eng_advance_or_fail(lp_eng_set.set[j]);
+    pthread_mutex_lock(&lp_eng_mu);
+    lp_eng_release_all(NULL);
+}
+
 int lp_engine_test(lp_req_t *r, int *done) {
     pthread_mutex_lock(&lp_eng_mu);
     if (r->state == LP_REQ_ACTIVE) {
         lp_eng_advance_all();
-        if (r->state == LP_REQ_ACTIVE && lp_eng_own_all(NULL) == LP_OK && lp_eng_set.nset) {
-            pthread_mutex_unlock(&lp_eng_mu);
-            lp_eng_observe_set(0);
-            for (size_t j = 0; j < lp_eng_set.nset; j++) lp_eng_advance_or_fail(lp_eng_set.set[j]);
-            pthread_mutex_lock(&lp_eng_mu);
-            lp_eng_release_all(NULL);
-        }
+        if (r->state == LP_REQ_ACTIVE) test_once();
     }
     *done = r->state != LP_REQ_ACTIVE;
     pthread_mutex_unlock(&lp_eng_mu);
@@ -245,13 +250,7 @@ int lp_progress(void) {
     if (lp_forked) return lp_not_forked();
     pthread_mutex_lock(&lp_eng_mu);
     lp_eng_advance_all();
-    if (lp_eng_own_all(NULL) == LP_OK && lp_eng_set.nset) {
-        pthread_mutex_unlock(&lp_eng_mu);
-        lp_eng_observe_set(0);
-        for (size_t j = 0; j < lp_eng_set.nset; j++) lp_eng_advance_or_fail(lp_eng_set.set[j]);
-        pthread_mutex_lock(&lp_eng_mu);
-        lp_eng_release_all(NULL);
-    }
+    test_once();
     pthread_mutex_unlock(&lp_eng_mu);
     return LP_OK;
 }
