@@ -29,7 +29,7 @@
  * counter is g), which orders the rounds of several outstanding requests.  Nothing reads a
  * user buffer of another rank: in place needs no extra step.  The waits are polls (the engine
  * spins on them a while, then sleeps until a peer stores a counter: transport/shm.c
- * lp_shm_arm, sched/progress.h idle_wait); a request never blocks inside a step.
+ * lp_shm_arm, sched/wait.c idle_wait); a request never blocks inside a step.
  *
  * Chosen (request.c) for the ring (allreduce, allgather, reduce_scatter: the rows whose `shm` field
  * is set) on host memory where the context made the segment

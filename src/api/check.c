@@ -94,7 +94,7 @@ int lp_check_agree(lp_ctx_t *ctx, const int64_t *v, int local_err) {
     int64_t *all = malloc((size_t)P * st * sizeof *all);
     if (!all) return LP_FAIL(LP_ERR_NOMEM, "LPMPI_CHECK: out of memory for %d ranks' values", P);
     /* MPI's collective order: this agreement goes after every native step issued before it
-     * (sched/progress.h's tickets), so wait for the requests still holding one */
+     * (sched/exec.c's tickets), so wait for the requests still holding one */
     if (ctx->nat_next != atomic_load(&ctx->nat_turn)) LP_TRY(lp_engine_drain(ctx));
     for (int i = 0; i < LP_CK_N; i++) mine[i] = v ? v[i] : 0;
     mine[LP_CK_N] = local_err;

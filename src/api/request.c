@@ -475,7 +475,7 @@ int lp_call_request(lp_req_t **out, int kind, const lp_call_t *k) {
     if (kind != LP_REQ_PERSISTENT) {
         r->fr = fr;
         LP_TRY(req_tags(r));
-        if (kind == LP_REQ_NONBLOCKING) {    /* its time ends with it (sched/progress.h ended) */
+        if (kind == LP_REQ_NONBLOCKING) {    /* its time ends with it (sched/exec.c ended) */
             r->at_slot = slot;
             slot.key = NULL;
         }

@@ -1,6 +1,6 @@
 /* alive.c: a peer that died.  Which processes of this node are still there, and the wake-up
  * requests that get a thread blocked in MPI out of its wait when MPICH's launcher says a
- * process of the job ended (issue 48: sched/progress.h fails the waits, obs/recorder.c's watch thread takes
+ * process of the job ended (issue 48: sched/wait.c fails the waits, obs/watch.c's watch thread takes
  * the notice and wakes them; context.c, alg_ring_shm.c record the processes).  The bottom
  * layer: it calls nothing of lpmpi's.
  *
@@ -8,16 +8,16 @@
  * another process since has another start time); gone = no entry, a zombie, or that other
  * process.  Only processes of this node can be looked at (and only in one pid namespace).
  *
- * Wake-up: a thread blocked in MPI_Waitsome (sched/progress.h) when the notice comes must get out
+ * Wake-up: a thread blocked in MPI_Waitsome (sched/wait.c) when the notice comes must get out
  * of it.  Nothing is added to the waits beforehand: a request more in every blocking wait (a
  * generalized request, or a receive from the rank itself) cost MPICH 8-16% of an 8 B tree
  * allreduce or bcast, and a pending generalized request slowed every call while it merely
  * existed (docs/debugging.md "Costs").  Instead the watch thread, on the first notice,
  * registers a hook that MPICH runs inside every thread's progress (MPIX_Async_start, looked up
- * at run time): on the blocked thread itself, sched/progress.h's hook cancels the receives of its
+ * at run time): on the blocked thread itself, sched/wait.c's hook cancels the receives of its
  * wait whose communicator lost a rank of this node, so MPI returns, and the wait fails naming
  * it.  Where the library has no such hook (Open MPI, Intel MPI 2021), or a wait holds sends
- * only, the watch thread ends a rank still blocked there (obs/recorder.c), as for MPI's own blocking
+ * only, the watch thread ends a rank still blocked there (obs/watch.c), as for MPI's own blocking
  * calls (below), which nothing wakes. */
 #include "internal.h"
 #include <dlfcn.h>
@@ -113,7 +113,7 @@ int lp_world_rank_of(MPI_Comm comm, int rank) {
 /* ------------------------------------------------------------------------------- wake-up */
 atomic_int lp_wake_ok;
 
-/* the hook (sched/progress.h's) and MPICH's way to run it inside any thread's progress, looked up
+/* the hook (sched/wait.c's) and MPICH's way to run it inside any thread's progress, looked up
  * at run time (MPICH 4.2 and newer; not in Open MPI nor Intel MPI 2021) */
 static int (*wake_fn)(void);
 
@@ -151,10 +151,10 @@ int lp_wake_waiters(void) {
 
 /* ------------------------------------------------------------------------------- inside MPI */
 /* The threads blocked in MPI's own blocking calls, which nothing wakes: MPI's blocking
- * collectives (native, alg_native.c) and a communicator's first-call barrier (sched/progress.h).
+ * collectives (native, alg_native.c) and a communicator's first-call barrier (sched/run.c).
  * Each thread's slot holds what it waits in (the call's arguments where there is one) while it
  * is inside, and counts its entries; two stores a call.  The watch thread reads them after a
- * notice (obs/recorder.c: a rank stuck there when a peer died is ended, saying so). */
+ * notice (obs/watch.c: a rank stuck there when a peer died is ended, saying so). */
 enum { INSIDE_SLOTS = 64 };
 static struct {
     _Atomic(const lp_args_t *) a;

@@ -6,7 +6,7 @@ int lp_window = LP_WINDOW_DEFAULT;          /* chunks in flight per direction */
 size_t lp_max_msg_bytes = LP_KNOB_MAX_MSG_BYTES_DEFAULT;  /* largest single MPI message */
 int lp_check_enabled;                       /* LPMPI_CHECK: agree on every call first */
 int lp_node_transport = LP_NTM_AUTO;        /* LPMPI_NODE_TRANSPORT: LP_NTM_* */
-long long lp_timeout_ns;                    /* LPMPI_TIMEOUT: the watchdog (sched/progress.h); 0 off */
+long long lp_timeout_ns;                    /* LPMPI_TIMEOUT: the watchdog (sched/wait.c); 0 off */
 /* the generation of everything "auto" reads (model, table rows, overrides: engine.h); starts at
  * 1 so that zeroed cache entries never match */
 unsigned long lp_select_gen = 1;

@@ -72,7 +72,7 @@ typedef struct { struct lp_at_key *key; _Atomic uint64_t *word; unsigned gen; do
 #define LP_AT_MISSING (LP_AT_NS_MASK - 2)     /* never ran */
 static inline uint64_t lp_at_word(unsigned gen, uint64_t v) { return ((uint64_t)gen << LP_AT_NS_BITS) | v; }
 /* the call ended (ran 1 ok, 0 failed, -1 never ran): its time into its slot, on any thread (a
- * nonblocking call's end, sched/progress.h), only while the slot still holds its window's
+ * nonblocking call's end, sched/exec.c ended), only while the slot still holds its window's
  * LP_AT_PENDING (a late end never writes into a later window) */
 static inline void lp_at_slot_end(lp_at_slot_t *s, int ran) {
     if (!s->key) return;
@@ -152,7 +152,7 @@ void lp_trace_put(const lp_fr_ent_t *e);
 void lp_fr_comm_add(uint64_t id, int size, int rank, const int *world);
 void lp_fr_watch_arm(void);              /* the watch thread and SIGUSR1 (watch.c; once) */
 /* the launcher's failure notices seen (SIGUSR1 from MPICH's hydra proxy: a process of the job ended;
- * obs/recorder.c on_usr1); waits check their peers when it changes (sched/progress.h) */
+ * obs/watch.c on_usr1); waits check their peers when it changes (sched/progress.h) */
 extern atomic_uint lp_fr_notice_count;
 static inline unsigned lp_fr_notices(void) {
     return atomic_load_explicit(&lp_fr_notice_count, memory_order_relaxed);
@@ -160,7 +160,7 @@ static inline unsigned lp_fr_notices(void) {
 long long lp_fr_notice_ns(void);       /* CLOCK_MONOTONIC of the last notice (0: none) */
 /* a peer is gone: what the dumps say from now on (msg), and its world rank (-1: not known) */
 void lp_fr_lost(const char *msg, const int *world_ranks, int n);
-/* sched/progress.h: a call starting on ctx after a notice: LP_ERR_PEER where a rank of its node is gone */
+/* sched/wait.c: a call starting on ctx after a notice: LP_ERR_PEER where a rank of its node is gone */
 int lp_ctx_check_lost(lp_ctx_t *ctx);
 int lp_req_waiting(const struct lp_req *r, char *what, size_t n, int *peers, int maxp);
 
@@ -223,7 +223,7 @@ struct lp_ctx {
      * steps of outstanding requests are issued as they become ready (after a staging copy,
      * when a window of pieces has room), so each request that issues them takes a ticket at
      * its start (start order: the same on every rank) and issues only on its turn, until its
-     * last one (sched/progress.h: nat_turn / nat_release).  Tickets given back out of turn (a
+     * last one (sched/exec.c: nat_turn / nat_release).  Tickets given back out of turn (a
      * request that failed first) wait in skip until the turn reaches them. */
     long npersist;            /* persistent requests made on it (their LPMPI_CHECK numbers) */
     int nb_made;              /* a nonblocking or persistent request was made on it: its native
@@ -233,7 +233,7 @@ struct lp_ctx {
     long nat_next;            /* the next ticket (under busy: starts on ctx are serial) */
     atomic_long nat_turn;     /* the ticket that may issue now */
     atomic_int nskip;
-    long *skip;               /* (under sched/progress.h's skip_lock) */
+    long *skip;               /* (under sched/exec.c's lp_eng_skip_mu) */
     int skipcap;
     struct lp_ctx *next;      /* list of live contexts, freed at MPI_Finalize at the latest */
 };

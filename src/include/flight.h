@@ -12,7 +12,7 @@
 /* the trace's precise clock: on x86-64 with an invariant TSC (constant_tsc and nonstop_tsc), the
  * time-stamp counter mapped to CLOCK_MONOTONIC's nanoseconds by an anchor, a (TSC, monotonic)
  * pair taken when the trace begins and again at each buffer the trace writes (its rate from the
- * first anchor to the latest: obs/recorder.c), a few ns a read against clock_gettime's 20-25.  Ranks on
+ * first anchor to the latest: obs/trace.c), a few ns a read against clock_gettime's 20-25.  Ranks on
  * one host read one TSC and anchor to one CLOCK_MONOTONIC: their times agree within an anchor's
  * error (tens of ns), as clock_gettime's would. */
 typedef struct { int64_t tsc0, ns0; uint64_t mult; } lp_tsc_anchor_t;   /* ns = ns0 + (dtsc * mult) >> 32 */

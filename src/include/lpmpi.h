@@ -288,7 +288,7 @@ int lp_trace_close(char *path, size_t n);
 void lp_set_node_transport(int mode);
 /* LPMPI_SHM_SPIN_US: nanoseconds at most a waiting rank polls before it sleeps (the
  * shared-memory transport's counters) or yields its core (MPI requests), an adaptive budget
- * (sched/progress.h); < 0: never sleeps nor yields; returns the previous value */
+ * (sched/wait.c); < 0: never sleeps nor yields; returns the previous value */
 long lp_set_shm_spin(long ns);
 
 /* ---- the algorithm registry (registry.c) ---- */

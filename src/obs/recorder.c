@@ -23,7 +23,7 @@
  * resort (LPMPI_ABORT_TIMEOUT, default 1800 s): a call entered longer ago than that, and not
  * complete, dumps the recorder, says what it waits for on stderr and aborts the job (MPI_Abort:
  * a hung job ends instead of holding its nodes forever, as torch's NCCL watchdog does).
- * LPMPI_TIMEOUT, where set, raises on the waiting ranks before that (sched/progress.h).
+ * LPMPI_TIMEOUT, where set, raises on the waiting ranks before that (sched/wait.c).
  *
  * Trace (LPMPI_TRACE=dir): each call's record (the ring entry with precise clock reads, and the
  * start time of each phase for a sample of calls: the first 16 on each communicator, then one
@@ -163,7 +163,7 @@ void lp_fr_comm_add(uint64_t id, int size, int rank, const int *world) {
 }
 
 /* ------------------------------------------------------------------------------- a peer gone */
-/* what a dump says of a peer that is gone (sched/progress.h found it): the last message, and the
+/* what a dump says of a peer that is gone (sched/wait.c found it): the last message, and the
  * world ranks named so far */
 enum { LOST_MAX = 64 };
 static char lost_msg[600];

@@ -78,7 +78,7 @@ static int overdue_call(long long after_ns, lp_fr_ent_t *out) {
  * inside the same call STUCK_GRACE_NS after the notice.  MPI never returns from it (its fault tolerance is off
  * in these builds), and a blocking collective cannot be made nonblocking after the fact (MPI
  * never matches one with the other), so the rank is ended, saying why and which rank is gone,
- * the recorder dumped: better than hanging forever.  lpmpi's own waits raise (sched/progress.h). */
+ * the recorder dumped: better than hanging forever.  lpmpi's own waits raise (sched/wait.c). */
 static const long long STUCK_GRACE_NS = 8000000000LL;
 enum { STUCK_SLOTS = 64 };
 static struct { unsigned long seq; long long seen; } stuck[STUCK_SLOTS];

@@ -38,7 +38,7 @@ long long lp_eng_now_ns(void) {
 
 /* ------------------------------------------------------------------------------- a peer that died
  * MPICH's launcher (under -disable-auto-cleanup) tells the survivors that a process of the job
- * ended (SIGUSR1: obs/recorder.c, lp_fr_notices).  MPI itself then says nothing (its fault tolerance
+ * ended (SIGUSR1: obs/watch.c, lp_fr_notices).  MPI itself then says nothing (its fault tolerance
  * is off in these builds): a receive from the dead process never completes.  So from the first
  * notice on, waits poll (MPI_Testsome) and check, at once and every NOTICE_CHECK_NS, whether
  * a rank of this node in the communicator of a waiting request is gone (its /proc entry:
@@ -47,7 +47,7 @@ long long lp_eng_now_ns(void) {
  * nothing at all has moved for NOTICE_GRACE_NS after the notice.  A thread already blocked in
  * MPI_Waitsome when the notice comes is woken by its wake-up request (alive.c: one more pending
  * request in every blocking MPI wait, completed by the watch thread on a notice).  Before any
- * notice a call costs two loads more; MPI's own blocking collectives cannot be woken (obs/recorder.c
+ * notice a call costs two loads more; MPI's own blocking collectives cannot be woken (obs/watch.c
  * ends a rank stuck in one, saying so). */
 enum { NOTICE_CHECK_NS = 100000000 };
 /* ------------------------------------------------------------------------------- the watchdog */
