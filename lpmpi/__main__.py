@@ -92,19 +92,17 @@ def info() -> None:
              "unchecked": "not compared yet"}[tables]
     if comm.size == 1:
         print('"auto" at P = 1: one process has nothing to send (each collective copies its input or '
-              'does nothing); `mpiexec -n P lpmpi-info` shows auto\'s choices at P processes')
-    colls = engine.COLLECTIVES if comm.size > 1 else ()
-    if colls:
-        print(f'"auto" at P = {comm.size} (host memory; ranks\' tables: {agree}):')
-    for coll in colls:
+              'does nothing), whatever the choice below says; `mpiexec -n P lpmpi-info` shows auto\'s '
+              'choices at P processes')
+    print(f'"auto" at P = {comm.size} (host memory; ranks\' tables: {agree}):')
+    for coll in engine.COLLECTIVES:
         for n in (8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26):
             alg, chunk, _, src, _ = _core.choice(coll, n, comm)
             ch = f", chunk {_size(chunk)}" if chunk else ""
             print(f"  {coll:9s} {_size(n):>8s}: {alg}{ch}  [{src}]")
-    if colls:
-        print('"auto" with acc_dtype="float32" (16-bit data summed in float32, decided for its float32 copy; '
-              'sizes of the 16-bit data):')
-    for coll in colls:
+    print('"auto" with acc_dtype="float32" (16-bit data summed in float32, decided for its float32 copy; '
+          'sizes of the 16-bit data):')
+    for coll in engine.COLLECTIVES:
         if not engine.collective_info(coll).has_op:
             continue
         for n in (8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26):

@@ -158,6 +158,7 @@ static inline unsigned lp_fr_notices(void) {
     return atomic_load_explicit(&lp_fr_notice_count, memory_order_relaxed);
 }
 long long lp_fr_notice_ns(void);       /* CLOCK_MONOTONIC of the last notice (0: none) */
+int lp_fr_launcher_watched(void);       /* 1 where the launcher's notices can come (hydra's proxy: watch.c) */
 /* a peer is gone: what the dumps say from now on (msg), and its world rank (-1: not known) */
 void lp_fr_lost(const char *msg, const int *world_ranks, int n);
 /* sched/wait.c: a call starting on ctx after a notice: LP_ERR_PEER where a rank of its node is gone */

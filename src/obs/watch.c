@@ -40,6 +40,7 @@ enum { SIG_USER = 1, SIG_NOTICE = 3 };
  * peer went) and tells the engine (lp_fr_notices: waits check their peers at once); a user's
  * signal writes the dump and says where. */
 static pid_t launcher;               /* the rank's parent where it is hydra's proxy (arm), else 0 */
+int lp_fr_launcher_watched(void) { return launcher != 0; }
 
 static void on_usr1(int sig, siginfo_t *info, void *uctx) {
     int e = errno;

@@ -193,6 +193,15 @@ static int lost_error(lp_ctx_t *ctx, int dead, int pid, const char *what) {
         n = 1;
     }
     snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (killed or exited)");
+    /* where the launcher tells of an ended process (hydra's SIGUSR1, watch.c), its notice follows
+     * the exit by milliseconds, and this rank's own look (/proc, every SHM_ALIVE_NS) may come
+     * first: the dump, the last word lpmpi-trace --hang reads, waits for it a little (300 ms at
+     * most, on this failure path only) so that it says whether the launcher saw the death */
+    for (long long t0 = lp_eng_now_ns(); lp_fr_launcher_watched() && !lp_fr_notices() &&
+                                         lp_eng_now_ns() - t0 < 300000000LL;) {
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
     lp_fr_lost(msg, world, n < 64 ? n : 64);
     if (lp_fr_ring && lp_fr_dump("a peer is gone", NULL, path, sizeof path) == LP_OK)
         snprintf(fr, sizeof fr, "; flight recorder written to %s", path);
