@@ -32,6 +32,7 @@ import numpy as np
 from operator import index as _index
 from mpi4py import MPI as PyMPI
 from lpmpi._errors import LPError, MismatchError
+from lpmpi._colls import COMPRESSIBLE as _COMPRESSIBLE
 
 cnp.import_array()
 

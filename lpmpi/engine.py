@@ -20,7 +20,7 @@ from typing import Any
 
 from lpmpi import _core
 
-#: every collective of the engine, in its order (the rows of src/alg/registry.c lp_colls; a tuning
+#: every collective of the engine, in its order (the rows of src/core/colls.c lp_colls, from lpmpi/_colls.py; a tuning
 #: table's rows name them)
 ENGINE_COLLECTIVES: tuple[str, ...] = tuple(_core.COLLECTIVES)
 #: the collectives a user calls by name (lpmpi.C, iC, C_init), in the engine's order; the

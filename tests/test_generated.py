@@ -1,41 +1,75 @@
-"""Generated sources are up to date with their descriptors (issue 51): lpmpi/_core.src/forms.pxi
-is what tools/gen_forms.py makes of lpmpi/_core.src/forms.toml, and the functions it declares
-are lpmpi's, with the descriptor's parameters."""
+"""Generated sources are up to date with their descriptors (issue 51): the regions marked
+GENERATED in src/ and lpmpi/ (the collectives' enum, rows, MPI calls, XLA handlers, Python
+functions, lpmpi.jax's functions) are what tools/gen_colls.py makes of lpmpi/_colls.py, the
+engine built from them reports the descriptor's rows, and the functions they declare are lpmpi's,
+with the descriptor's parameters; src/include/knobs.h is what tools/gen_knobs.py makes of
+lpmpi/_knobs.py."""
 import importlib.util
 import inspect
 import sys
-import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("gen_forms", ROOT / "tools" / "gen_forms.py")
-gen_forms = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gen_forms)
+spec = importlib.util.spec_from_file_location("gen_colls", ROOT / "tools" / "gen_colls.py")
+gen_colls = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen_colls)
+COLLS = gen_colls.load().COLLECTIVES
 
 
-def test_forms_pxi_matches_its_descriptor():
-    assert gen_forms.main(["--check"]) == 0, "run `python tools/gen_forms.py`"
+def test_generated_regions_match_the_collectives_descriptor():
+    assert gen_colls.main(["--check"]) == 0, "run `python tools/gen_colls.py`"
 
 
-def test_a_changed_descriptor_is_seen(tmp_path, monkeypatch):
-    """The check fails when the descriptor says something forms.pxi does not."""
-    desc = tmp_path / "forms.toml"
-    desc.write_text(gen_forms.DESCRIPTOR.read_text().replace('chunk_bytes=None', 'chunk_bytes=4096', 1))
-    monkeypatch.setattr(gen_forms, "DESCRIPTOR", desc)
-    assert gen_forms.main(["--check"]) == 1
+@pytest.mark.parametrize("change", [
+    ('"MPI_Gather"', '"MPI_Igather"'),                      # a C call (alg_native.c)
+    ('root=True, result="root", rblocks=0', 'root=True, result="all", rblocks=0'),  # a row
+    ('chunk_bytes=None\'', 'chunk_bytes=4096\''),          # a generated Python function
+    ('jax=Jax(compression=True, doc=', 'jax=Jax(doc='),   # an lpmpi.jax function
+])
+def test_a_changed_descriptor_is_seen(tmp_path, change):
+    """The check fails when the descriptor says something a generated region does not."""
+    old, new = change
+    text = gen_colls.DESCRIPTOR.read_text()
+    assert old in text, old
+    desc = tmp_path / "_colls.py"
+    desc.write_text(text.replace(old, new, 1))
+    assert gen_colls.main(["--check", "--descriptor", str(desc)]) == 1
+
+
+def test_the_engine_reports_the_descriptors_rows():
+    """The built engine's rows (lp_colls through lp_coll_traits) are the descriptor's, in its
+    order: a stale build or a hand edit of a generated region shows here."""
+    from lpmpi import _core, engine
+    assert _core.COLLECTIVES == tuple(c.name for c in COLLS)
+    for c in COLLS:
+        row = engine.collective_info(c.name)
+        assert (row.has_op, row.has_root, row.input, row.result, row.send_blocks, row.recv_blocks,
+                row.mpi_name, row.ring_shm, row.send_counts, row.recv_counts, row.via) == (
+            c.op, c.root, c.input, c.result, c.sblocks, c.rblocks, c.mpi, c.shm,
+            "send" in c.vcounts, "recv" in c.vcounts, c.via), c.name
 
 
 def test_generated_functions_have_the_descriptors_parameters():
     import lpmpi
-    entries = tomllib.loads(gen_forms.DESCRIPTOR.read_text())["collective"]
-    assert entries
-    for e in entries:
-        want = list(inspect.signature(eval(f"lambda {e['params']}: 0")).parameters)   # noqa: S307
-        for fname in (e["name"], f"i{e['name']}", f"{e['name']}_init"):
+    made = [c for c in COLLS if c.forms]
+    assert made
+    for c in made:
+        want = list(inspect.signature(eval(f"lambda {c.forms.params}: 0")).parameters)   # noqa: S307
+        for fname in (c.name, f"i{c.name}", f"{c.name}_init"):
             fn = getattr(lpmpi, fname)
             assert list(inspect.signature(fn).parameters) == want, fname
             assert fname in lpmpi.__all__
-        assert getattr(lpmpi, e["name"]).__doc__.split()[:3] == e["doc"].split()[:3]
+        assert getattr(lpmpi, c.name).__doc__.split()[:3] == c.forms.doc.split()[:3]
+
+
+def test_every_torch_method_of_the_descriptor_is_the_backends():
+    """The torch backend has each method the descriptor names (its profiler wraps them)."""
+    group = pytest.importorskip("lpmpi.torch._group")
+    for c in COLLS:
+        for m in c.torch:
+            assert callable(getattr(group.ProcessGroupLpmpi, m.method, None)), (c.name, m.method)
 
 
 # ---------------------------------------------------------------- the knob table -> src/include/knobs.h

@@ -197,7 +197,8 @@ def reduce_scatter_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm
 
 # ---------------------------------------------------------------- the collectives that move blocks
 # alltoall, alltoallv, allgatherv, gather, scatter: their three forms each are generated from
-# the descriptor forms.toml into forms.pxi (tools/gen_forms.py), included after this file.
+# the collectives' descriptor (lpmpi/_colls.py: `forms`) into forms.pxi (tools/gen_colls.py),
+# included after this file.
 
 
 # ---------------------------------------------------------------- every collective's message, by name
@@ -234,7 +235,6 @@ def _message(collective, sendbuf, recvbuf=None, op="sum", root=0, comm=None, *, 
     except (KeyError, TypeError):
         raise ValueError(f"collective must be one of {tuple(_BUILDERS)}, got {collective!r}") from None
     if compression is not None:
-        if collective not in ("allreduce", "allgather", "reduce_scatter"):
-            raise ValueError(f"compression applies to allreduce, reduce_scatter and allgather, not {collective}")
+        _check_compressible(collective)
         counts["compression"] = compression
     return build(sendbuf, recvbuf, op, root, comm, algorithm, chunk_bytes, acc_dtype, counts)

@@ -12,7 +12,7 @@ cdef int _COLL_ALLTOALL = _COLL["alltoall"]   # the counts' exchange of alltoall
 cdef tuple _ON = ("all", "root", "nonroot")
 
 def _coll_traits():
-    """The engine's row of each collective (registry.c lp_colls), in COLLECTIVES' order: a dict
+    """The engine's row of each collective (core/colls.c lp_colls, from lpmpi/_colls.py), in COLLECTIVES' order: a dict
     of has_op, has_root, input and result ("all", "root" or "nonroot": the ranks whose data goes
     in, whose buffer the call writes), send_blocks and recv_blocks (blocks of the count each
     buffer holds: 1, or 0 for the communicator's size), mpi_name (the MPI library's own

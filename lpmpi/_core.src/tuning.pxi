@@ -116,12 +116,17 @@ def _cz_chunk(collective, size_t nbytes, comm, compression, size_t itemsize):
     return None if c >= nbytes else c
 
 
+def _check_compressible(collective):
+    """ValueError unless the collective takes compression= (its descriptor: lpmpi/_colls.py)."""
+    if collective not in _COMPRESSIBLE:
+        raise ValueError(f"compression applies to {', '.join(_COMPRESSIBLE)}, not {collective!r}")
+
+
 def _check_compression(collective, memory, compression):
     """compression= of explain / select: a known format, a collective that takes it, host memory."""
     if not isinstance(compression, str) or compression not in COMPRESSIONS:
         raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
-    if collective not in ("allreduce", "reduce_scatter", "allgather"):
-        raise ValueError(f"compression applies to allreduce, reduce_scatter and allgather, not {collective!r}")
+    _check_compressible(collective)
     if memory != "host":
         raise TypeError("compression takes host memory (device arrays: not until the device path has codecs)")
 

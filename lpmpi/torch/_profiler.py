@@ -19,31 +19,18 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
+from lpmpi import _colls
+
 _profiler_on = torch._C._autograd._profiler_enabled
 _RecordFast = torch._C._profiler._RecordFunctionFast
 _SCALAR = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
            torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
            torch.uint8: "Byte", torch.bool: "Bool", torch.complex64: "ComplexFloat",
            torch.complex128: "ComplexDouble"}
-# method -> (torch's collective name, position of its outputs, of its inputs (None: none))
-_COMMS = {
-    "allreduce": ("allreduce", 0, 0), "allreduce_coalesced": ("allreduce_coalesced", 0, 0),
-    "reduce": ("reduce", 0, 0), "broadcast": ("broadcast", 0, 0),
-    "_allgather_base": ("_allgather_base", 0, 1), "allgather": ("all_gather", 0, 1),
-    "allgather_coalesced": ("allgather_coalesced", 0, 1),
-    "allgather_into_tensor_coalesced": ("allgather_into_tensor_coalesced", 0, 1),
-    "_reduce_scatter_base": ("_reduce_scatter_base", 0, 1), "reduce_scatter": ("reduce_scatter", 0, 1),
-    "reduce_scatter_tensor_coalesced": ("reduce_scatter_tensor_coalesced", 0, 1),
-    "gather": ("gather", 0, 1), "scatter": ("scatter", 0, 1),
-    "alltoall_base": ("all_to_all", 0, 1), "alltoall": ("all_to_all", 0, 1),
-    "barrier": ("barrier", None, None), "send": ("send", 0, 0), "recv": ("recv", 0, 0),
-    # the Python names torch's dist.* call (aliases of the C++ names above)
-    "all_gather_single": ("_allgather_base", 0, 1),
-    "all_gather_single_coalesced": ("allgather_into_tensor_coalesced", 0, 1),
-    "reduce_scatter_single": ("_reduce_scatter_base", 0, 1),
-    "reduce_scatter_single_coalesced": ("reduce_scatter_tensor_coalesced", 0, 1),
-    "all_to_all_single": ("all_to_all", 0, 1),
-}
+# method -> (torch's collective name, position of its outputs, of its inputs (None: none)): the
+# collectives' methods from their descriptor (lpmpi/_colls.py), then the point-to-point ones
+_COMMS = {m.method: (m.torch_name, m.out_at, m.in_at) for c in _colls.COLLECTIVES for m in c.torch}
+_COMMS.update({"barrier": ("barrier", None, None), "send": ("send", 0, 0), "recv": ("recv", 0, 0)})
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:

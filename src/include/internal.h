@@ -155,11 +155,11 @@ static inline void lp_fence_nt(int nt) {
 #endif
 }
 
-/* ---- the collectives as rows (registry.c: lp_colls), beside the algorithm registry ----
+/* ---- the collectives as rows (core/colls.c: lp_colls, generated from the descriptor lpmpi/_colls.py) ----
  * Every "which collective is this?" question of the engine reads its row: who brings data,
  * whose buffer the call writes, whether it reduces, whether it has a root, how many blocks of
  * `count` elements each buffer holds, and the MPI library's own calls (alg_native.c).  A new
- * collective is a row here, its native calls and its schedules (docs/design.md). */
+ * collective is an entry of lpmpi/_colls.py and its schedules (docs/design.md). */
 enum { LP_ON_ALL = 0, LP_ON_ROOT = 1, LP_ON_NONROOT = 2 };   /* which ranks */
 /* one piece of a native call (alg_native.c): what MPI's collective gets */
 typedef struct {
