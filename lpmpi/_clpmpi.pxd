@@ -31,6 +31,7 @@ cdef extern from "lpmpi.h" nogil:
         LP_REDUCE_SCATTER_V
         LP_GATHER
         LP_SCATTER
+        LP_SCAN
         # END GENERATED
         LP_MEM_HOST
         LP_MEM_CUDA
@@ -123,6 +124,7 @@ cdef extern from "lpmpi.h" nogil:
                        int *sblocks, int *rblocks, int *shm, int *vcounts)
     const char *lp_coll_mpi_name(lp_coll_t coll)
     const char *lp_coll_via(lp_coll_t coll)
+    int lp_coll_prefix(lp_coll_t coll)
     const char *lp_mem_name(lp_mem_t mem)
 
     int lp_comm_prepare(MPI_Comm comm, int *first_mismatch)

@@ -78,6 +78,7 @@ class Collective:
     shm       its ring runs over the shared-memory segment where a decision asks for it
     vcounts   the buffers whose blocks have per-rank counts: "recv", "send"
     via       None: called by its own name; else the collective whose function calls it
+    prefix    rank r's result reduces the inputs of ranks 0..r only (scan; AVG divides by r + 1)
     compression   takes ``compression=`` (lossy, opt-in)
     forms     its Python functions are generated (None: written in collectives.pxi)
     jax       its lpmpi.jax function is generated (None: none, or written in jax.py)
@@ -96,6 +97,7 @@ class Collective:
     shm: bool = False
     vcounts: tuple[str, ...] = ()
     via: str | None = None
+    prefix: bool = False
     compression: bool = False
     forms: Forms | None = None
     jax: Jax | None = None
@@ -287,6 +289,24 @@ Block r of the root's ``x`` (shape ``(P, ...)``) to rank r: a new array of shape
 ``x.shape[1:]`` there; elsewhere ``x`` gives only the shape and dtype of the result (it is
 not read), as in mpi4jax's ``scatter``.'''),
         torch=(TorchMethod("scatter", "scatter"),)),
+    Collective(
+        "scan", "MPI_Scan", "p->s, p->rb, p->n, p->t, p->op, p->comm",
+        op=True, prefix=True,
+        forms=Forms(
+            params='sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None, acc_dtype=None',
+            message='Message.for_blocks(_COLL["scan"], sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes, None, None, None, None, acc_dtype)',
+            doc='''\
+Inclusive prefix reduction (MPI_Scan): rank r's ``recvbuf`` gets the reduction of the
+``sendbuf`` of ranks 0..r, element by element (``op="avg"``: divided by r + 1).
+
+Returns ``recvbuf`` (new, ``sendbuf``'s shape and dtype, when None).  In place: ``sendbuf``
+is ``lpmpi.IN_PLACE`` and ``recvbuf`` holds the input.  acc_dtype: as :func:`allreduce`'s.
+
+>>> y = lpmpi.scan(np.full(4, rank + 1.0))   # doctest: +SKIP
+'''),
+        jax=Jax(doc='''\
+Inclusive prefix reduction: rank r gets the reduction of ``x`` over ranks 0..r (a new
+array of ``x``'s shape; mpi4jax's ``scan``).''')),
 )
 
 #: by name

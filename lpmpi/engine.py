@@ -67,6 +67,7 @@ class Collective:
     send_counts: bool = False   # sendbuf's blocks have per-rank counts (alltoallv, reduce_scatter_v)
     recv_counts: bool = False   # recvbuf's blocks have per-rank counts (alltoallv, allgatherv)
     via: str | None = None      # None, or the collective whose function calls it (its counts= form)
+    prefix: bool = False        # rank r's result reduces the inputs of ranks 0..r only (scan)
 
     def params(self) -> tuple[list[str], list[str]]:
         """(positional-or-keyword, keyword-only) parameter names of lpmpi's C, iC and C_init,
@@ -112,7 +113,7 @@ class Collective:
     def same_everywhere(self) -> bool:
         """True when every rank gets the same result (allreduce, allgather; not reduce_scatter,
         whose ranks each get their own block)."""
-        return self.result == "all" and self.send_blocks != 0
+        return self.result == "all" and self.send_blocks != 0 and not self.prefix
 
     @property
     def mpi4py_name(self) -> str:

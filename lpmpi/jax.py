@@ -318,6 +318,16 @@ def scatter(x: Any, root: int, *, comm: MPI.Intracomm | None = None, algorithm: 
     x = _array(x)
     params = _params("scatter", x, None, root, comm, algorithm, chunk_bytes, None)
     return _P["scatter"].bind(x, **params)
+
+
+def scan(x: Any, op: Any, *, comm: MPI.Intracomm | None = None, algorithm: str = "auto",
+         chunk_bytes: int | None = None, acc_dtype: Any = None):
+    """Inclusive prefix reduction: rank r gets the reduction of ``x`` over ranks 0..r (a new
+    array of ``x``'s shape; mpi4jax's ``scan``).
+    """
+    x = _array(x)
+    params = _params("scan", x, op, 0, comm, algorithm, chunk_bytes, acc_dtype)
+    return _P["scan"].bind(x, **params)
 # END GENERATED
 
 

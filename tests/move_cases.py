@@ -1,4 +1,4 @@
-"""alltoall, alltoallv, allgatherv, reduce_scatter(counts=), gather and scatter under mpiexec:
+"""alltoall, alltoallv, allgatherv, reduce_scatter(counts=), gather, scatter and scan under mpiexec:
 one spawn runs the whole matrix against numpy and prints one line per failing case and a
 SUMMARY line (tests/test_move.py runs it at P = 1..5).
 
@@ -345,6 +345,72 @@ def check_errors(comm: MPI.Comm, tag: str) -> None:
     assert rank == comm.rank
 
 
+# MPI's ops whose results lpmpi's contract shares (its logical ops give 0 / 1 at every P)
+MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN, "band": MPI.BAND,
+           "bor": MPI.BOR, "bxor": MPI.BXOR}
+
+
+def check_scan(comm: MPI.Comm, tag: str) -> None:
+    """scan (MPI_Scan, the descriptor's proof collective): rank r's result is the reduction of
+    ranks 0..r, checked against a float64 reference (exact for integers, within floating
+    tolerance; avg divides by r + 1) on every rank, every (dtype, op) of the contract; MPI's
+    own Scan gives the same bits; every form, in place, acc_dtype, and its errors."""
+    P, r = comm.size, comm.rank
+    n = 1000
+    for alg in ("auto",) + lpmpi.algorithms("scan"):
+        for dt in DTYPES:
+            for op in OPS:
+                if not valid(dt, op) or (op == "avg" and np.dtype(dt).kind not in "fc"):
+                    continue
+                if dt not in ("int32", "float32", "float64") and op not in ("sum", "max"):
+                    continue
+                def run(alg=alg, dt=dt, op=op) -> None:
+                    xs = [inputs(comm, n, dt, op, q) for q in range(P)]
+                    kind = np.dtype(dt).kind
+                    wide = np.complex128 if kind == "c" else np.float64
+                    acc = xs[0].astype(bool).astype(dt) if op in ("land", "lor", "lxor") else xs[0]
+                    for q in range(1, r + 1):
+                        acc = NP_OPS[op](acc, xs[q]).astype(dt)
+                    ref64 = np.sum([x.astype(wide) for x in xs[:r + 1]], axis=0)
+                    kw = {"algorithm": alg, "comm": comm, "op": op}
+                    ys = forms("scan", lambda: (xs[r].copy(),), kw)
+                    ys += forms("scan", lambda: (lpmpi.IN_PLACE, xs[r].copy()), kw, once=True)
+                    ref = None     # MPI's own Scan, called on every rank before any check can fail
+                    if op in MPI_OPS and dt in ("int8", "int32", "uint16", "int64", "float32", "float64"):
+                        ref = np.empty_like(xs[r])
+                        comm.Scan(xs[r], ref, op=MPI_OPS[op])
+                    y = ys[0]
+                    if op == "avg":
+                        want = (ref64 / (r + 1)).astype(dt)
+                    elif op == "sum" and kind in "fc":
+                        want = ref64.astype(dt)
+                    else:
+                        want = acc
+                    if kind in "fc":
+                        assert np.allclose(y.astype(np.complex128), want.astype(np.complex128),
+                                           rtol=1e-2 if dt == "float16" else 1e-6, atol=1e-3), (r, y[:4], want[:4])
+                    else:
+                        same(y, want, "scan against numpy")
+                    for z in ys[1:]:
+                        same(z, y, "forms, in place: the same bits")
+                    if ref is not None and alg in ("auto", "native"):
+                        same(y, ref, "MPI's own Scan")
+                case(f"{tag} scan {alg} {dt} {op}", run)
+
+    def acc16() -> None:
+        xs = [(inputs(comm, n, "float32", "sum", q) / 3).astype(np.float16) for q in range(P)]
+        want = np.sum([x.astype(np.float64) for x in xs[:r + 1]], axis=0).astype(np.float16)
+        same(lpmpi.scan(xs[r], comm=comm, acc_dtype="float32"), want, "acc_dtype: rounded once")
+    case(f"{tag} scan acc_dtype", acc16)
+    x = np.arange(8, dtype=np.float32)
+    o = np.full(8, 7, np.float32)
+    expect_error(f"{tag} scan op", ValueError, ("op",), lambda: lpmpi.scan(x, o, op="median", comm=comm), [o])
+    big = np.full(9, 7, np.float32)
+    expect_error(f"{tag} scan recvbuf size", ValueError, ("recvbuf",), lambda: lpmpi.scan(x, big, comm=comm), [big])
+    expect_error(f"{tag} scan algorithm", ValueError, ("algorithm",),
+                 lambda: lpmpi.scan(x, o, comm=comm, algorithm="ring"), [o])
+
+
 def main() -> int:
     comms = [(W, "world")]
     sub = W.Split(W.rank % 2, W.rank)        # ranks 0, 2, 4 ... and 1, 3 ...: strided
@@ -353,7 +419,7 @@ def main() -> int:
     only = [a for a in sys.argv[1:] if not a.startswith("-")]
     checks = {"alltoall": check_alltoall, "alltoallv": check_alltoallv, "allgatherv": check_allgatherv,
               "reduce_scatter_v": check_reduce_scatter_v, "acc": check_reduce_scatter_v_acc,
-              "gather_scatter": check_gather_scatter,
+              "gather_scatter": check_gather_scatter, "scan": check_scan,
               "errors": check_errors}
     for comm, tag in comms:
         for name, fn in checks.items():

@@ -33,7 +33,7 @@ def test_bound_seconds_and_errors():
     assert bound_seconds("allreduce", 64 * MiB, 2, 32.0) == pytest.approx(2.5 * 64 * MiB / 32e9)
     assert 5.0e-3 < bound_seconds("allreduce", 64 * MiB, 2, 32.0) < 5.5e-3
     with pytest.raises(ValueError, match="collective"):
-        traffic_bytes("scan", 10, 2)
+        traffic_bytes("exscan", 10, 2)
     with pytest.raises(ValueError, match="nprocs"):
         traffic_bytes("allreduce", 10, 0)
     with pytest.raises(ValueError, match="copy_GBps_per_rank"):

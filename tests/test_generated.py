@@ -46,9 +46,9 @@ def test_the_engine_reports_the_descriptors_rows():
     for c in COLLS:
         row = engine.collective_info(c.name)
         assert (row.has_op, row.has_root, row.input, row.result, row.send_blocks, row.recv_blocks,
-                row.mpi_name, row.ring_shm, row.send_counts, row.recv_counts, row.via) == (
+                row.mpi_name, row.ring_shm, row.send_counts, row.recv_counts, row.via, row.prefix) == (
             c.op, c.root, c.input, c.result, c.sblocks, c.rblocks, c.mpi, c.shm,
-            "send" in c.vcounts, "recv" in c.vcounts, c.via), c.name
+            "send" in c.vcounts, "recv" in c.vcounts, c.via, c.prefix), c.name
 
 
 def test_generated_functions_have_the_descriptors_parameters():

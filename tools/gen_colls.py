@@ -60,7 +60,8 @@ def c_rows(colls) -> str:
         v = " | ".join({"recv": "LP_V_RECV", "send": "LP_V_SEND"}[x] for x in c.vcounts) or "0"
         via = f'"{c.via}"' if c.via else "NULL"
         out.append(f'    [{c.enum}] = {{"{c.name}", {int(c.op)}, {int(c.root)}, {_ON[c.input]}, '
-                   f'{_ON[c.result]}, {c.sblocks}, {c.rblocks}, "{c.mpi}", {int(c.shm)}, {v}, {via}}},')
+                   f'{_ON[c.result]}, {c.sblocks}, {c.rblocks}, "{c.mpi}", {int(c.shm)}, {v}, {via}, '
+                   f'{int(c.prefix)}}},')
     out.append("};")
     return "\n".join(out)
 

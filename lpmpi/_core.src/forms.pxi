@@ -147,5 +147,32 @@ def scatter_init(sendbuf, recvbuf=None, root=0, comm=None, *, algorithm="auto", 
     """Persistent :func:`scatter` (see :func:`allreduce_init`)."""
     return Request.make(Message.for_blocks(_COLL["scatter"], sendbuf, recvbuf, None, root, comm, algorithm, chunk_bytes), LP_REQ_PERSISTENT)
 
+
+def scan(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None, acc_dtype=None):
+    """Inclusive prefix reduction (MPI_Scan): rank r's ``recvbuf`` gets the reduction of the
+    ``sendbuf`` of ranks 0..r, element by element (``op="avg"``: divided by r + 1).
+
+    Returns ``recvbuf`` (new, ``sendbuf``'s shape and dtype, when None).  In place: ``sendbuf``
+    is ``lpmpi.IN_PLACE`` and ``recvbuf`` holds the input.  acc_dtype: as :func:`allreduce`'s.
+
+    >>> y = lpmpi.scan(np.full(4, rank + 1.0))   # doctest: +SKIP
+    """
+    cdef Message m = Message.for_blocks(_COLL["scan"], sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes, None, None, None, None, acc_dtype)
+    m.run()
+    return m.result
+
+
+def iscan(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None, acc_dtype=None):
+    """Nonblocking :func:`scan`; ``wait()`` returns what it returns.
+
+    Arguments and errors as the blocking call's.
+    """
+    return Request.make(Message.for_blocks(_COLL["scan"], sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes, None, None, None, None, acc_dtype), LP_REQ_NONBLOCKING)
+
+
+def scan_init(sendbuf, recvbuf=None, op="sum", comm=None, *, algorithm="auto", chunk_bytes=None, acc_dtype=None):
+    """Persistent :func:`scan` (see :func:`allreduce_init`)."""
+    return Request.make(Message.for_blocks(_COLL["scan"], sendbuf, recvbuf, op, 0, comm, algorithm, chunk_bytes, None, None, None, None, acc_dtype), LP_REQ_PERSISTENT)
+
 #: the functions made from the descriptor, by name (lpmpi/__init__.py exports them)
-BLOCK_FUNCTIONS = {"alltoall": alltoall, "ialltoall": ialltoall, "alltoall_init": alltoall_init, "alltoallv": alltoallv, "ialltoallv": ialltoallv, "alltoallv_init": alltoallv_init, "allgatherv": allgatherv, "iallgatherv": iallgatherv, "allgatherv_init": allgatherv_init, "gather": gather, "igather": igather, "gather_init": gather_init, "scatter": scatter, "iscatter": iscatter, "scatter_init": scatter_init}
+BLOCK_FUNCTIONS = {"alltoall": alltoall, "ialltoall": ialltoall, "alltoall_init": alltoall_init, "alltoallv": alltoallv, "ialltoallv": ialltoallv, "alltoallv_init": alltoallv_init, "allgatherv": allgatherv, "iallgatherv": iallgatherv, "allgatherv_init": allgatherv_init, "gather": gather, "igather": igather, "gather_init": gather_init, "scatter": scatter, "iscatter": iscatter, "scatter_init": scatter_init, "scan": scan, "iscan": iscan, "scan_init": scan_init}

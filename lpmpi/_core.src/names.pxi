@@ -18,7 +18,8 @@ def _coll_traits():
     buffer holds: 1, or 0 for the communicator's size), mpi_name (the MPI library's own
     collective, "MPI_Allreduce"), ring_shm (its ring runs over the shared-memory transport),
     send_counts / recv_counts (that buffer's blocks have per-rank counts: the v collectives),
-    via (None, or the collective whose function calls it: reduce_scatter_v's is reduce_scatter)."""
+    via (None, or the collective whose function calls it: reduce_scatter_v's is reduce_scatter),
+    prefix (rank r's result reduces ranks 0..r: scan)."""
     cdef int op, root, inp, res, sb, rb, shm, vc
     out = []
     for i in range(LP_NCOLLS):
@@ -27,7 +28,8 @@ def _coll_traits():
                         result=_ON[res], send_blocks=sb, recv_blocks=rb,
                         mpi_name=lp_coll_mpi_name(<lp_coll_t>i).decode(), ring_shm=bool(shm),
                         send_counts=bool(vc & 2), recv_counts=bool(vc & 1),
-                        via=lp_coll_via(<lp_coll_t>i).decode() or None))
+                        via=lp_coll_via(<lp_coll_t>i).decode() or None,
+                        prefix=bool(lp_coll_prefix(<lp_coll_t>i))))
     return tuple(out)
 CUDA_BUILD = bool(lp_cuda_built())  # compiled with nvcc: device kernels and the CUDA transports
 CHUNK_MIN, CHUNK_MAX = LP_CHUNK_MIN, LP_CHUNK_MAX

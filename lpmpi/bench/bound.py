@@ -71,6 +71,8 @@ def traffic_bytes(collective: str, nbytes: float, nprocs: int) -> float:
     if collective == "reduce_scatter":
         return (P + 1) / P * nbytes
     info = collective_info(collective)
+    if info.prefix:   # scan: the last rank reads its input and its predecessor's result, writes its own
+        return (3.0 if P > 1 else 2.0) * nbytes
     if info.blocks and not info.has_op:
         return 2.0 * nbytes if info.recv_blocks == 0 else 2.0 * nbytes / P
     return (3 * P - 1) / P * nbytes

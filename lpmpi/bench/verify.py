@@ -221,7 +221,9 @@ def native_reference(
         expected = blocked_value(s.collective, idx, block, rank, nprocs, s.dtype, s.op, s.root)
     else:
         idx = sample_indices(count) if holds_result else None
-        expected = expected_values(idx, nprocs, s.dtype, s.op) if idx is not None else None
+        # a prefix reduction (scan): rank r's result reduces ranks 0..r
+        upto = rank + 1 if info.prefix else nprocs
+        expected = expected_values(idx, upto, s.dtype, s.op) if idx is not None else None
     if native_call is None:
         return idx, expected, None
     s.backend.fill_bytes(bufs.recv, SENTINEL)

@@ -189,6 +189,8 @@ static int gather_b(const lp_piece_t *p) { return MPI_Gather(p->s, p->n, p->t, p
 static int gather_nb(const lp_piece_t *p, MPI_Request *q) { return MPI_Igather(p->s, p->n, p->t, p->rb, p->n, p->t, p->root, p->comm, q); }
 static int scatter_b(const lp_piece_t *p) { return MPI_Scatter(SCATTER_ARGS(p)); }
 static int scatter_nb(const lp_piece_t *p, MPI_Request *q) { return MPI_Iscatter(SCATTER_ARGS(p), q); }
+static int scan_b(const lp_piece_t *p) { return MPI_Scan(p->s, p->rb, p->n, p->t, p->op, p->comm); }
+static int scan_nb(const lp_piece_t *p, MPI_Request *q) { return MPI_Iscan(p->s, p->rb, p->n, p->t, p->op, p->comm, q); }
 #if MPI_VERSION >= 4
 static int allreduce_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Allreduce_init(p->s, p->rb, p->n, p->t, p->op, p->comm, MPI_INFO_NULL, q); }
 static int reduce_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Reduce_init(p->s, p->rb, p->n, p->t, p->op, p->root, p->comm, MPI_INFO_NULL, q); }
@@ -201,6 +203,7 @@ static int allgatherv_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Allgat
 static int reduce_scatter_v_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Reduce_scatter_init(p->s, p->rb, p->sc, p->t, p->op, p->comm, MPI_INFO_NULL, q); }
 static int gather_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Gather_init(p->s, p->n, p->t, p->rb, p->n, p->t, p->root, p->comm, MPI_INFO_NULL, q); }
 static int scatter_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Scatter_init(SCATTER_ARGS(p), MPI_INFO_NULL, q); }
+static int scan_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Scan_init(p->s, p->rb, p->n, p->t, p->op, p->comm, MPI_INFO_NULL, q); }
 #else
 #define allreduce_p NULL
 #define reduce_p NULL
@@ -213,6 +216,7 @@ static int scatter_p(const lp_piece_t *p, MPI_Request *q) { return MPI_Scatter_i
 #define reduce_scatter_v_p NULL
 #define gather_p NULL
 #define scatter_p NULL
+#define scan_p NULL
 #endif
 static const lp_native_calls_t native_calls[LP_NCOLLS] = {
     [LP_ALLREDUCE] = {allreduce_b, allreduce_nb, allreduce_p},
@@ -226,6 +230,7 @@ static const lp_native_calls_t native_calls[LP_NCOLLS] = {
     [LP_REDUCE_SCATTER_V] = {reduce_scatter_v_b, reduce_scatter_v_nb, reduce_scatter_v_p},
     [LP_GATHER] = {gather_b, gather_nb, gather_p},
     [LP_SCATTER] = {scatter_b, scatter_nb, scatter_p},
+    [LP_SCAN] = {scan_b, scan_nb, scan_p},
 };
 /* END GENERATED */
 
@@ -281,6 +286,15 @@ static int phase(lp_req_t *r, const lp_args_t *a, int i) {
         lp_recv_part(a, a->rank, &off, &len);
         lp_lane_after(lp_lane_scale(r, a, a->rbuf, len * a->esize, whole(a) ? 0 : pb), last,
                       whole(a) ? LP_ALL : 0);
+        /* a prefix's rank 0 (scan): MPI gives its input unchanged; lpmpi's logical ops give 0 or
+         * 1 at every rank (x LOR x, as one rank's call) */
+        if (lp_traits(a->coll)->prefix && a->rank == 0 &&
+            (a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR) && len) {
+            lp_lane_t *l = lp_lane_reduce(r, a, a->rbuf, a->rbuf, a->rbuf, len * a->esize, 0);
+            l->rop = LP_LOR;
+            l->fn = lp_reduce_kernel(a->dt, LP_LOR);
+            lp_lane_after(l, last, LP_ALL);
+        }
     }
     return LP_OK;
 }

@@ -230,6 +230,7 @@ const lp_algo_t lp_algos[] = {
     {"linear", LP_GATHER,    0, &lp_sched_direct,           cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
     {"native", LP_SCATTER,   0, &lp_sched_native,           cost_direct_native, NULL, lp_traffic_direct},
     {"linear", LP_SCATTER,   0, &lp_sched_direct,           cost_direct, NULL, lp_traffic_direct, &lp_sched_direct_cma, NULL},
+    {"native", LP_SCAN,      0, &lp_sched_native,           cost_allreduce_native, NULL, lp_traffic_be},
     /* compressed calls only (the wire column: alg_compress.c) */
     {"direct", LP_ALLREDUCE, 0, &lp_sched_cz,               cost_cz, NULL, lp_traffic_direct, NULL, NULL, 1},
     {"direct", LP_REDUCE_SCATTER, 0, &lp_sched_cz,          cost_cz, NULL, lp_traffic_direct, NULL, NULL, 1},

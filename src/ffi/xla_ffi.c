@@ -224,6 +224,7 @@ LPX_HANDLERS(LP_REDUCE_SCATTER)
 LPX_HANDLERS(LP_ALLTOALL)
 LPX_HANDLERS(LP_GATHER)
 LPX_HANDLERS(LP_SCATTER)
+LPX_HANDLERS(LP_SCAN)
 /* the handlers of each collective, host and CUDA (NULL: none) */
 static lpx_handler *const handlers[LP_NCOLLS][2] = {
     [LP_ALLREDUCE] = {h_host_LP_ALLREDUCE, h_cuda_LP_ALLREDUCE},
@@ -234,6 +235,7 @@ static lpx_handler *const handlers[LP_NCOLLS][2] = {
     [LP_ALLTOALL] = {h_host_LP_ALLTOALL, h_cuda_LP_ALLTOALL},
     [LP_GATHER] = {h_host_LP_GATHER, h_cuda_LP_GATHER},
     [LP_SCATTER] = {h_host_LP_SCATTER, h_cuda_LP_SCATTER},
+    [LP_SCAN] = {h_host_LP_SCAN, h_cuda_LP_SCAN},
 };
 /* END GENERATED */
 

@@ -191,8 +191,11 @@ typedef struct {
     unsigned char vcounts;      /* per-rank counts (lp_call_t): LP_V_RECV, LP_V_SEND, both; 0 none */
     const char *via;            /* NULL: called by its own name; else the collective whose
                                    function calls it (reduce_scatter_v: reduce_scatter(counts=)) */
+    unsigned char prefix;       /* rank r's result reduces ranks 0..r (scan): AVG divides by r + 1 */
 } lp_coll_traits_t;
 enum { LP_V_RECV = 1, LP_V_SEND = 2 };
+/* what AVG divides a reduced element by: the ranks whose inputs it holds */
+#define LP_AVG_DIVISOR(a) ((double)(lp_colls[(a)->coll].prefix ? (a)->rank + 1 : (a)->size))
 extern const lp_coll_traits_t lp_colls[LP_NCOLLS];
 static inline const lp_coll_traits_t *lp_traits(lp_coll_t c) { return &lp_colls[c]; }
 /* does this rank (of a call's arguments) bring data / get the result written? */

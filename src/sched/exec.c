@@ -137,8 +137,8 @@ static int local_step(const lp_lane_t *l, size_t k) {
         if (d) return LP_FAIL(LP_ERR_INTERNAL, "acc_dtype on device memory (a bug of lpmpi)");
         return lp_narrow(o, (const float *)at(&l->r[1], k), n, a->acc_dt);
     default:   /* SCALE */
-        if (d) return dev_now(d, d->scale(o, n, a->dt, (double)a->size, 0));
-        lp_scale(o, n, a->dt, (double)a->size);
+        if (d) return dev_now(d, d->scale(o, n, a->dt, LP_AVG_DIVISOR(a), 0));
+        lp_scale(o, n, a->dt, LP_AVG_DIVISOR(a));
         return LP_OK;
     }
 }
