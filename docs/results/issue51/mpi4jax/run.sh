@@ -12,7 +12,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 git --git-dir="$MIRROR" log -1 --format='mpi4jax commit %H (%cs)' > "$OUT/mpi4jax_commit.txt" 2>/dev/null ||
     git -C "$MIRROR" log -1 --format='mpi4jax commit %H (%cs)' > "$OUT/mpi4jax_commit.txt"
-for t in alltoall gather scatter; do
+for t in alltoall gather scatter scan; do
     (git --git-dir="$MIRROR" show "HEAD:tests/collective_ops/test_$t.py" 2>/dev/null ||
      git -C "$MIRROR" show "HEAD:tests/collective_ops/test_$t.py") > "$W/test_$t.py"
 done
@@ -23,7 +23,7 @@ cd "$W" || exit 1
 for P in 2 3; do
     PYTHONPATH="$W/shim:$ROOT" XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
         MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 timeout 600 "$ROOT/.venv/bin/mpiexec" -n "$P" \
-        "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider test_alltoall.py test_gather.py test_scatter.py \
+        "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider test_alltoall.py test_gather.py test_scatter.py test_scan.py \
         > "$OUT/P$P.txt" 2>&1
     echo "P=$P rc=$? $(grep -E '(passed|failed)' "$OUT/P$P.txt" | tr '\n' ' ')"
 done
