@@ -278,7 +278,7 @@ def test_forms_run_with_read_result_checks_every_row(tmp_path):
     from lpmpi import engine
     from lpmpi.bench.forms import has_inplace
     with_inpl = {c for c in engine.COLLECTIVES if has_inplace(c)}
-    assert with_inpl == {"allreduce", "reduce", "allgather", "reduce_scatter", "alltoall", "gather"}
+    assert with_inpl == {"allreduce", "reduce", "allgather", "reduce_scatter", "alltoall", "gather", "scan"}
     assert len(rows) == 2 * (len(engine.COLLECTIVES) + len(with_inpl)), rows
     assert all(r["check"] == "ok" and r["time_us"] > 0 for r in rows), rows
     inpl = {r["collective"] for r in rows if r["label"].endswith("/inpl")}
