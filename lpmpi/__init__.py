@@ -99,7 +99,7 @@ __all__ = [
 
 # the collectives whose three functions are generated from the descriptor (lpmpi/_colls.py,
 # tools/gen_colls.py):
-# alltoall, alltoallv, allgatherv, gather, scatter and their i- and _init forms
+# alltoall, alltoallv, allgatherv, gather, scatter, scan and their i- and _init forms
 globals().update(_core.BLOCK_FUNCTIONS)
 __all__ += [name for name in sorted(_core.BLOCK_FUNCTIONS)]
 
