@@ -122,9 +122,9 @@ class Collective:
         return not self.vcounts
 
 
+# a block each way (allgather, alltoall, gather); scatter's arguments are alg_native.c's
+# SCATTER_ARGS (in place, its sendbuf is read from rb and its recvbuf is MPI_IN_PLACE)
 _BLOCKS_ARGS = "p->s, p->n, p->t, p->rb, p->n, p->t"
-# scatter in place: sendbuf is read from rb, recvbuf is MPI_IN_PLACE (alg_native.c: SCATTER_ARGS)
-_ROOTED_BLOCKS_ARGS = _BLOCKS_ARGS + ", p->root, p->comm"
 
 COLLECTIVES: tuple[Collective, ...] = (
     Collective(
@@ -249,7 +249,7 @@ already at its place in ``recvbuf`` (``counts`` must be given).
         "reduce_scatter_v", "MPI_Reduce_scatter", "p->s, p->rb, p->sc, p->t, p->op, p->comm",
         op=True, sblocks=0, vcounts=("send",), via="reduce_scatter"),
     Collective(
-        "gather", "MPI_Gather", _ROOTED_BLOCKS_ARGS,
+        "gather", "MPI_Gather", _BLOCKS_ARGS + ", p->root, p->comm",
         root=True, result="root", rblocks=0,
         forms=Forms(
             params='sendbuf, recvbuf=None, root=0, comm=None, *, algorithm="auto", chunk_bytes=None',
@@ -309,7 +309,5 @@ Inclusive prefix reduction: rank r gets the reduction of ``x`` over ranks 0..r (
 array of ``x``'s shape; mpi4jax's ``scan``).''')),
 )
 
-#: by name
-BY_NAME: dict[str, Collective] = {c.name: c for c in COLLECTIVES}
 #: the collectives that take ``compression=``
 COMPRESSIBLE: tuple[str, ...] = tuple(c.name for c in COLLECTIVES if c.compression)

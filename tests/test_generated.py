@@ -51,6 +51,14 @@ def test_the_engine_reports_the_descriptors_rows():
             "send" in c.vcounts, "recv" in c.vcounts, c.via, c.prefix), c.name
 
 
+def test_the_descriptors_compressible_collectives_are_the_engines():
+    """compression= is checked against the descriptor's list (tuning.pxi) and runs through the
+    registry's compressed rows: the two say the same."""
+    from lpmpi import _core
+    want = {c.name for c in COLLS if c.compression}
+    assert want and want == set(_core._cz_collectives())
+
+
 def test_generated_functions_have_the_descriptors_parameters():
     import lpmpi
     made = [c for c in COLLS if c.forms]

@@ -60,22 +60,26 @@ def c_rows(colls) -> str:
         v = " | ".join({"recv": "LP_V_RECV", "send": "LP_V_SEND"}[x] for x in c.vcounts) or "0"
         via = f'"{c.via}"' if c.via else "NULL"
         out.append(f'    [{c.enum}] = {{"{c.name}", {int(c.op)}, {int(c.root)}, {_ON[c.input]}, '
-                   f'{_ON[c.result]}, {c.sblocks}, {c.rblocks}, "{c.mpi}", {int(c.shm)}, {v}, {via}, '
-                   f'{int(c.prefix)}}},')
+                   f'{_ON[c.result]}, {c.sblocks}, {c.rblocks},\n'
+                   f'        "{c.mpi}", {int(c.shm)}, {v}, {via}, {int(c.prefix)}}},')
     out.append("};")
     return "\n".join(out)
 
 
 def c_native(colls) -> str:
+    def fn(name: str, params: str, call: str) -> str:
+        """One call's function: on one line where it fits in 100 columns, else its body below."""
+        one = f"static int {name}({params}) {{ return {call}; }}"
+        return one if len(one) <= 100 else f"static int {name}({params}) {{\n    return {call};\n}}"
+
     out = ["/* the MPI library's calls of each collective, on one piece */"]
     for c in colls:
-        out.append(f"static int {c.name}_b(const lp_piece_t *p) {{ return {c.mpi}({c.args}); }}")
-        out.append(f"static int {c.name}_nb(const lp_piece_t *p, MPI_Request *q) {{ "
-                   f"return {c.mpi_nonblocking}({c.args}, q); }}")
+        out.append(fn(f"{c.name}_b", "const lp_piece_t *p", f"{c.mpi}({c.args})"))
+        out.append(fn(f"{c.name}_nb", "const lp_piece_t *p, MPI_Request *q", f"{c.mpi_nonblocking}({c.args}, q)"))
     out.append("#if MPI_VERSION >= 4")
     for c in colls:
-        out.append(f"static int {c.name}_p(const lp_piece_t *p, MPI_Request *q) {{ "
-                   f"return {c.mpi_persistent}({c.args}, MPI_INFO_NULL, q); }}")
+        out.append(fn(f"{c.name}_p", "const lp_piece_t *p, MPI_Request *q",
+                      f"{c.mpi_persistent}({c.args}, MPI_INFO_NULL, q)"))
     out.append("#else")
     out += [f"#define {c.name}_p NULL" for c in colls]
     out.append("#endif")

@@ -113,13 +113,7 @@ static int single_phase(lp_req_t *r, const lp_args_t *a, int i) {
         bytes = slen * a->esize;
     }
     if (!bytes) return LP_OK;
-    if (lp_traits(a->coll)->has_op && (a->op == LP_LAND || a->op == LP_LOR || a->op == LP_LXOR)) {
-        lp_lane_t *l = lp_lane_reduce(r, a, dst, src, src, bytes, 0);
-        l->rop = LP_LOR;
-        l->fn = lp_reduce_kernel(a->dt, LP_LOR);
-    } else if (src != dst) {
-        lp_lane_copy(r, a, dst, src, bytes, 0);
-    }
+    if (!lp_lane_logical(r, a, dst, src, bytes) && src != dst) lp_lane_copy(r, a, dst, src, bytes, 0);
     return LP_OK;
 }
 const lp_sched_t lp_sched_single = {single_plan, single_phase, NULL, NULL, NULL};

@@ -241,7 +241,7 @@ static lpx_handler *const handlers[LP_NCOLLS][2] = {
 
 /* every collective whose buffers' sizes follow from the call's shapes (none with per-rank counts) */
 void *lp_xla_handler(lp_coll_t coll, lp_mem_t mem) {
-    if ((unsigned)coll >= LP_NCOLLS || lp_colls[coll].vcounts) return NULL;
+    if ((unsigned)coll >= LP_NCOLLS || !handlers[coll][0]) return NULL;   /* none: per-rank counts */
     if (mem == LP_MEM_HOST) return (void *)handlers[coll][0];
     if (mem == LP_MEM_CUDA && lp_cuda_built()) return (void *)handlers[coll][1];
     return NULL;

@@ -158,6 +158,10 @@ lp_lane_t *lp_lane_reduce(lp_req_t *r, const struct lp_args *a, void *out, const
 lp_lane_t *lp_lane_copy(lp_req_t *r, const struct lp_args *a, void *dst, const void *src,
                         size_t bytes, size_t cb);
 lp_lane_t *lp_lane_scale(lp_req_t *r, const struct lp_args *a, void *buf, size_t bytes, size_t cb);
+/* a logical op's (LAND, LOR, LXOR) 0 or 1 of one rank's data, src into dst (x LOR x: a result
+ * no other rank's data went into, as one rank's call or a prefix's rank 0); NULL (no lane)
+ * unless the call reduces with a logical op */
+lp_lane_t *lp_lane_logical(lp_req_t *r, const struct lp_args *a, void *dst, const void *src, size_t bytes);
 /* an XPORT lane of transport xp, its step kind sub, writing out (the transport sets its other
  * regions; out may be NULL, and a lane of n rounds has bytes = n, cb = 1) */
 lp_lane_t *lp_lane_xport(lp_req_t *r, const struct lp_args *a, const lp_xport_t *xp, int sub, void *out,

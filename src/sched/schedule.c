@@ -102,6 +102,15 @@ lp_lane_t *lp_lane_scale(lp_req_t *r, const lp_args_t *a, void *buf, size_t byte
     return l;
 }
 
+lp_lane_t *lp_lane_logical(lp_req_t *r, const lp_args_t *a, void *dst, const void *src, size_t bytes) {
+    if (!lp_traits(a->coll)->has_op || (a->op != LP_LAND && a->op != LP_LOR && a->op != LP_LXOR))
+        return NULL;
+    lp_lane_t *l = lp_lane_reduce(r, a, dst, src, src, bytes, 0);
+    l->rop = LP_LOR;
+    l->fn = lp_reduce_kernel(a->dt, LP_LOR);
+    return l;
+}
+
 lp_lane_t *lp_lane_xport(lp_req_t *r, const lp_args_t *a, const lp_xport_t *xp, int sub, void *out,
                          size_t bytes, size_t cb) {
     lp_lane_t *l = lane_new(r, a, LP_STEP_XPORT, bytes, cb);
