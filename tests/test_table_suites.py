@@ -68,7 +68,7 @@ def test_blocks_suite(profile):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_block_movers_suite(profile):
-    """alltoall, alltoallv, allgatherv, reduce_scatter with counts, gather, scatter (issue 39)
+    """alltoall, alltoallv, allgatherv, reduce_scatter with counts, gather, scatter (issue 39), scan
     under every shipped table as it applies on its machine: a table-dependent decision that
     differs between ranks would hang here (LPMPI_TIMEOUT turns it into a failure)."""
     out = _run("move_cases.py", profile)
